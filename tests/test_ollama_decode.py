@@ -11,6 +11,7 @@ missing, and fields may be new.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import os
@@ -20,10 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import allama
+from allama import ChatRequest
 from allama.adapters.ollama._decode import decode_response, finish_reason_of, usage_of
 from allama.adapters.ollama._errors import error_from_payload, error_from_response
 from allama.adapters.ollama._stream import OllamaStreamDecoder, decode_stream
@@ -41,8 +45,10 @@ from allama.errors import (
     ServerError,
     StreamDecodeError,
     UnsupportedError,
+    paid_for,
 )
 from allama.stream import StreamCollector
+from allama.transport import Transport
 from allama.types import (
     BlockStart,
     BlockStop,
@@ -324,6 +330,136 @@ def test_an_escaped_lone_surrogate_is_read() -> None:
 def test_an_error_object_in_a_200_body_is_that_error() -> None:
     with pytest.raises(NotFoundError, match="ollama pull llama9"):
         decode({"error": "model 'llama9' not found"}, provider="ollama", model="llama9")
+
+
+# Another API's answers (a proxy's, a base URL that points elsewhere): each carries `model`
+# (a Responses body `created_at` too), none Ollama's `message` or `done`.
+FOREIGN_BODIES = {
+    "chat_completion": {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1754546889,
+        "model": "gpt-4o",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "hi"},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    },
+    "responses": {
+        "id": "resp_1",
+        "object": "response",
+        "created_at": 1754546889,
+        "status": "completed",
+        "model": "gpt-4o",
+        "output": [
+            {
+                "type": "message",
+                "id": "msg_1",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": "hi", "annotations": []}],
+            }
+        ],
+        "usage": {"input_tokens": 1, "output_tokens": 1, "total_tokens": 2},
+    },
+    "anthropic": {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-5",
+        "content": [{"type": "text", "text": "hi"}],
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 3, "output_tokens": 4},
+    },
+    "chat_completion_chunk": {
+        "id": "chatcmpl-1",
+        "object": "chat.completion.chunk",
+        "created": 1754546889,
+        "model": "gpt-4o",
+        "choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": None}],
+    },
+}
+NOT_A_RESPONSE = (
+    "the provider answered with a body that is not a response: it has none of the fields of a "
+    "response"
+)
+
+
+def _is_not_a_response(error: Error, body: str) -> None:
+    """The error every decoder gives a 2xx body that is not its answer: a server error to
+    try again, holding the body, its cost unknown (an empty usage, not none)."""
+    assert type(error) is ServerError
+    assert error.message == NOT_A_RESPONSE
+    assert error.retryable and error.authored
+    assert error.context.body == body
+    assert paid_for(error) == [{"provider": "ollama", "model": "llama3.2", "usage": {}}]
+
+
+@pytest.mark.parametrize("name", sorted(FOREIGN_BODIES))
+def test_another_apis_body_is_not_an_empty_answer(name: str) -> None:
+    body = json.dumps(FOREIGN_BODIES[name])
+    with pytest.raises(ServerError) as caught:
+        decode(body, provider="ollama", model="llama3.2")
+    _is_not_a_response(caught.value, body)
+
+
+@pytest.mark.parametrize("name", sorted(FOREIGN_BODIES))
+def test_a_stream_whose_first_line_is_another_apis_is_not_an_empty_answer(name: str) -> None:
+    line = json.dumps(FOREIGN_BODIES[name])
+    data = ndjson(FOREIGN_BODIES[name], chunk({"content": "later"}), response())
+    seen: list[StreamEvent] = []
+    with pytest.raises(ServerError) as caught:
+        for event in iter_split(data, [5], provider="ollama", model="llama3.2"):
+            seen.append(event)
+    assert seen == []
+    _is_not_a_response(caught.value, line)
+
+
+@pytest.mark.parametrize("labelled", ["application/json", "application/x-ndjson"])
+@pytest.mark.parametrize("run_async", [False, True])
+def test_a_streamed_call_answered_by_another_api_raises_not_a_response(
+    labelled: str, run_async: bool
+) -> None:
+    """Through the provider: a whole chat completion under a 200, labelled JSON (read as a
+    plain call's answer) or as Ollama's stream (read line by line), is the same error."""
+    body = json.dumps(FOREIGN_BODIES["chat_completion"])
+
+    def answer(_: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(200, content=body.encode(), headers={"content-type": labelled})
+
+    target = allama.provider(
+        "ollama",
+        base_url="http://127.0.0.1:11434",
+        transport=Transport(
+            client=httpx2.Client(transport=httpx2.MockTransport(answer)),
+            async_client=httpx2.AsyncClient(transport=httpx2.MockTransport(answer)),
+        ),
+    )
+    request = ChatRequest("llama3.2").user("hi")
+
+    async def read_async() -> None:
+        async with await target.achat_stream(request) as stream:
+            async for _ in stream:
+                pass
+
+    with pytest.raises(ServerError) as caught:
+        if run_async:
+            asyncio.run(read_async())
+        else:
+            with target.chat_stream(request) as stream:
+                for _ in stream:
+                    pass
+    _is_not_a_response(caught.value, body)
+
+
+def test_a_body_with_only_one_of_ollamas_fields_is_read() -> None:
+    assert decode('{"done": true, "done_reason": "stop"}').finish_reason == "stop"
+    assert decode('{"message": {"role": "assistant", "content": "hi"}}').text() == "hi"
+    events = decode_stream(b'{"message": {"content": "hi"}}\n{"done": true}\n')
+    assert collect(events).text() == "hi"
 
 
 # Errors

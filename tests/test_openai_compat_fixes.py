@@ -8,6 +8,7 @@ again, and no reasoning effort sent to Groq's Llama 3.x."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -443,8 +444,8 @@ TWO_CHOICES = {
 }
 
 UNREAD_SECOND = (
-    "the provider answered 2 choices: only the first is read (the others' text and finish "
-    "reasons are kept in `provider_data`, under `other_choices`)"
+    "the provider answered 2 choices: only the first is read (the others' text, refusals, "
+    "tool calls and finish reasons are kept in `provider_data`, under `other_choices`)"
 )
 
 
@@ -581,6 +582,265 @@ def test_a_collected_stream_of_three_choices_equals_the_decoded_body() -> None:
         }
     )
     assert decoded.text() == streamed.text() == "zero"
+
+
+# Another choice's tool calls and refusal are kept too, read as the first choice's are.
+
+CALLING_CHOICES = {
+    "id": "c-4",
+    "model": "m",
+    "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": "A"}, "finish_reason": "stop"},
+        {
+            "index": 1,
+            "message": {"role": "assistant", "content": None, "refusal": "I can't help."},
+            "finish_reason": "stop",
+        },
+        {
+            "index": 2,
+            "message": {
+                "role": "assistant",
+                "content": "Checking.",
+                "tool_calls": [
+                    {
+                        "id": "call_a",
+                        "type": "function",
+                        "function": {"name": "weather", "arguments": '{"city": "Zürich"}'},
+                    },
+                    {"type": "function", "function": {"name": "time", "arguments": "{}"}},
+                ],
+            },
+            "finish_reason": "tool_calls",
+        },
+    ],
+    "usage": {"prompt_tokens": 5, "completion_tokens": 30, "total_tokens": 35},
+}
+
+
+def _choice_piece(index: int, piece: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    """A chunk of one choice's delta `piece`, and its finish reason where one is given."""
+    choice: dict[str, Any] = {"index": index, "delta": piece}
+    if finish is not None:
+        choice["finish_reason"] = finish
+    return {"id": "c-4", "model": "m", "choices": [choice]}
+
+
+def _call_piece(
+    at: int, arguments: str, call_id: str | None = None, name: str | None = None
+) -> dict[str, Any]:
+    function = {"arguments": arguments} | ({} if name is None else {"name": name})
+    call = {"index": at, "function": function} | ({} if call_id is None else {"id": call_id})
+    return {"tool_calls": [call | ({} if name is None else {"type": "function"})]}
+
+
+CALLING_STREAMED = [
+    _choice_piece(0, {"role": "assistant", "content": "A"}),
+    _choice_piece(2, {"role": "assistant", "content": "Check"}),
+    _choice_piece(1, {"role": "assistant", "refusal": "I can't"}),
+    _choice_piece(2, {"content": "ing."}),
+    _choice_piece(2, _call_piece(0, "", "call_a", "weather")),
+    _choice_piece(0, {}, "stop"),
+    _choice_piece(2, _call_piece(0, '{"city": ')),
+    _choice_piece(1, {"refusal": " help."}),
+    _choice_piece(2, _call_piece(1, "{", None, "time")),  # (no id: numbered as in a body)
+    _choice_piece(2, _call_piece(0, '"Zürich"}')),
+    _choice_piece(2, _call_piece(1, "}")),
+    _choice_piece(1, {}, "stop"),
+    _choice_piece(2, {}, "tool_calls"),
+    {"id": "c-4", "model": "m", "choices": [], "usage": CALLING_CHOICES["usage"]},
+]
+
+CALLING_OTHERS = [
+    {"index": 1, "text": "", "finish_reason": "stop", "refusal": "I can't help."},
+    {
+        "index": 2,
+        "text": "Checking.",
+        "finish_reason": "tool_calls",
+        "tool_calls": [
+            {"id": "call_a", "name": "weather", "arguments": '{"city": "Zürich"}'},
+            {"id": "call_1", "name": "time", "arguments": "{}"},
+        ],
+    },
+]
+
+
+@pytest.mark.parametrize("how", ["whole", "streamed", "streamed_async"])
+def test_another_choices_tool_calls_and_refusal_are_kept(how: str) -> None:
+    answer = CALLING_CHOICES if how == "whole" else sse(*CALLING_STREAMED)
+    target, _ = provider("openai", (200, answer))
+    request = ChatRequest("gpt-4o").user("hi").with_option_json("openai_compat", {"n": 3})
+
+    async def read_async() -> ChatResponse:
+        async with await target.achat_stream(request) as stream:
+            async for _ in stream:
+                pass
+            answer: ChatResponse = await stream.response()
+            return answer
+
+    if how == "whole":
+        response = target.chat(request)
+    elif how == "streamed":
+        with target.chat_stream(request) as stream:
+            for _ in stream:
+                pass
+            response = stream.response()
+    else:
+        response = asyncio.run(read_async())
+    assert response.text() == "A"
+    assert response.tool_calls() == ()
+    assert _told(response) == _unread(3, "openai")
+    assert response.provider_data == {"openai": {"other_choices": CALLING_OTHERS}}
+
+
+def test_another_choices_call_named_late_and_its_legacy_call_are_kept_alike() -> None:
+    """A name that comes after the arguments began, an id that comes late, and the
+    deprecated `function_call`: read as the first choice's would be, in a body as streamed."""
+    body = completion({"content": "A"})
+    body["choices"].append(
+        {
+            "index": 1,
+            "message": {
+                "role": "assistant",
+                "tool_calls": [
+                    {
+                        "id": "call_x",
+                        "type": "function",
+                        "function": {"name": "f", "arguments": "{}"},
+                    }
+                ],
+                "function_call": {"name": "g", "arguments": '{"k": 1}'},
+            },
+            "finish_reason": "tool_calls",
+        }
+    )
+    streamed = sse(
+        _choice_piece(0, {"content": "A"}, "stop"),
+        _choice_piece(1, {"tool_calls": [{"index": 0, "function": {"arguments": "{"}}]}),
+        _choice_piece(1, {"tool_calls": [{"index": 0, "function": {"name": "f"}}]}),
+        _choice_piece(
+            1, {"tool_calls": [{"index": 0, "id": "call_x", "function": {"arguments": "}"}}]}
+        ),
+        _choice_piece(1, {"function_call": {"name": "g", "arguments": '{"k": '}}),
+        _choice_piece(1, {"function_call": {"arguments": "1}"}}, "tool_calls"),
+    )
+    expected = [
+        {
+            "index": 1,
+            "text": "",
+            "finish_reason": "tool_calls",
+            "tool_calls": [
+                {"id": "call_x", "name": "f", "arguments": "{}"},
+                {"id": "call_1", "name": "g", "arguments": '{"k": 1}'},
+            ],
+        }
+    ]
+    decoded = decode_body(json.dumps(body), provider="p")
+    assert decoded.provider_data == {"p": {"other_choices": expected}}
+    assert collect(decode_stream(streamed, provider="p")).provider_data == decoded.provider_data
+
+
+_ARGUMENTS = ['{"city": "Zürich"}', "{}", '{"a": [1, 2], "b": null}', '{"q": "\\n ✓"}']
+
+
+@st.composite
+def _other_choices(draw: st.DrawFn) -> tuple[dict[str, Any], bytes, list[dict[str, Any]]]:
+    """Choices after a first, each with text, a refusal and tool calls or none of them, as a
+    body, as a stream of their deltas interleaved (each choice's pieces in order, the
+    arguments of each call in pieces, every call's id there or not), and as the entries
+    they are expected to give."""
+    count = draw(st.integers(2, 4))
+    pieces: list[list[dict[str, Any]]] = [[{"content": "first"}]]
+    finishes: list[str | None] = ["stop"]
+    choices: list[dict[str, Any]] = [
+        {"index": 0, "message": {"role": "assistant", "content": "first"}, "finish_reason": "stop"}
+    ]
+    expected: list[dict[str, Any]] = []
+
+    def split(text: str) -> list[str]:
+        cuts = sorted(set(draw(st.lists(st.integers(1, max(1, len(text) - 1)), max_size=3))))
+        bounds = [0, *(c for c in cuts if c < len(text)), len(text)]
+        return [text[a:b] for a, b in itertools.pairwise(bounds) if text[a:b]]
+
+    for index in range(1, count):
+        text = draw(st.sampled_from(["", "Sure.", "Voilà: ✓ done"]))
+        refusal = draw(st.sampled_from(["", "I can't help with that."]))
+        calls = draw(
+            st.lists(
+                st.tuples(
+                    st.none() | st.sampled_from(["call_p", "call_q9"]),
+                    st.sampled_from(["weather", "time_now"]),
+                    st.sampled_from(_ARGUMENTS),
+                ),
+                max_size=3,
+            )
+        )
+        calls = [
+            (f"{call_id}{n}" if call_id else None, name, a)
+            for n, (call_id, name, a) in enumerate(calls)
+        ]
+        finish = draw(st.sampled_from(["stop", "length", "tool_calls", None]))
+        message: dict[str, Any] = {"role": "assistant", "content": text or None}
+        if refusal:
+            message["refusal"] = refusal
+        if calls:
+            message["tool_calls"] = [
+                {"type": "function", "function": {"name": name, "arguments": arguments}}
+                | ({"id": call_id} if call_id else {})
+                for call_id, name, arguments in calls
+            ]
+        choices.append({"index": index, "message": message, "finish_reason": finish})
+        own: list[dict[str, Any]] = [{"content": piece} for piece in split(text)]
+        own += [{"refusal": piece} for piece in split(refusal)]
+        for at, (call_id, name, arguments) in enumerate(calls):
+            parts = split(arguments)
+            own.append(_call_piece(at, parts[0], call_id, name))
+            own += [_call_piece(at, part) for part in parts[1:]]
+        # Its first delta says its role (a choice says nothing else, where it has nothing).
+        own[:1] = [{"role": "assistant", **(own[0] if own else {})}]
+        pieces.append(own)
+        finishes.append(finish)
+        entry: dict[str, Any] = {"index": index, "text": text, "finish_reason": finish}
+        if refusal:
+            entry["refusal"] = refusal
+        if calls:
+            entry["tool_calls"] = [
+                {"id": call_id or f"call_{at}", "name": name, "arguments": arguments}
+                for at, (call_id, name, arguments) in enumerate(calls)
+            ]
+        expected.append(entry)
+    # Interleaved: each choice's deltas in order, its finish after them.
+    order = [index for index, own in enumerate(pieces) for _ in range(len(own) + 1)]
+    order = draw(st.permutations(order))
+    taken = [0] * count
+    chunks = []
+    for index in order:
+        at = taken[index]
+        taken[index] += 1
+        if at < len(pieces[index]):
+            chunks.append(_choice_piece(index, pieces[index][at]))
+        elif finishes[index] is not None:
+            chunks.append(_choice_piece(index, {}, finishes[index]))
+    body = {"id": "c-4", "model": "m", "choices": choices}
+    return body, sse(*chunks), expected
+
+
+@settings(max_examples=150, deadline=None)
+@given(case=_other_choices(), data=st.data())
+def test_other_choices_streamed_and_split_anywhere_equal_the_body(
+    case: tuple[dict[str, Any], bytes, list[dict[str, Any]]], data: st.DataObject
+) -> None:
+    body, raw, expected = case
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(raw)), max_size=8), label="cuts"))
+    decoder = ChatStreamDecoder(provider="p")
+    events: list[StreamEvent] = []
+    for start, end in zip([0, *cuts], [*cuts, len(raw)], strict=True):
+        events += decoder.feed(raw[start:end])
+    events += decoder.close()
+    streamed = collect(events)
+    decoded = decode_body(json.dumps(body), provider="p")
+    assert decoded.provider_data == {"p": {"other_choices": expected}}
+    assert streamed.provider_data == decoded.provider_data
+    assert streamed.text() == decoded.text() == "first"
 
 
 def test_one_choice_says_nothing_of_others() -> None:

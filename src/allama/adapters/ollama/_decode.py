@@ -35,6 +35,10 @@ whose bytes spell `content` exactly. A list that does not end with tokens spelli
 at a token boundary gives none (`None`), with a warning saying so (`UNSPELT_LOGPROBS`); so
 do a list of another shape and a response without text, without one.
 
+A 2xx object with neither `message` nor `done` (Ollama's own fields; `model` and
+`created_at` other APIs' bodies carry too) is another API's answer, not an empty one: a
+retryable server error of unknown cost (`not_a_response`), as every decoder's.
+
 Ollama sends no response id. Under `provider_data["ollama"]`: `created_at`, the durations
 in nanoseconds as sent (`total_duration`, `load_duration`, `prompt_eval_duration`,
 `eval_duration`), and `remote_model` / `remote_host` for a model run on another host.
@@ -70,6 +74,7 @@ from allama.types import (
 __all__ = [
     "KEPT_FIELDS",
     "NAMESPACE",
+    "NO_RESPONSE_FIELDS",
     "UNSPELT_LOGPROBS",
     "BlockSink",
     "Layout",
@@ -79,6 +84,7 @@ __all__ = [
     "decode_response",
     "finish_reason_of",
     "is_error_object",
+    "is_response_object",
     "json_text",
     "kept_data",
     "text_logprobs",
@@ -98,8 +104,13 @@ KEPT_FIELDS = (
 )
 """Top-level fields kept verbatim under `provider_data["ollama"]`."""
 
-# Top-level fields of which a chat response has at least one.
-_RESPONSE_FIELDS = ("message", "done", "done_reason", "model", "created_at")
+# Ollama's own top-level fields, of which each chat response (and stream line) has one:
+# `model` and `created_at` are not, other APIs' bodies carry them too.
+_RESPONSE_FIELDS = ("message", "done")
+
+NO_RESPONSE_FIELDS = "it has none of the fields of a response"
+"""Why a 2xx object is not an Ollama response: another API's body (a chat completion, a
+Responses or Anthropic message, a gateway's object), not an empty answer."""
 
 
 def _text(value: Any) -> str | None:
@@ -175,6 +186,12 @@ def json_text(value: Any) -> str:
 def is_error_object(payload: Mapping[str, Any]) -> bool:
     """Whether a parsed object is an error (`{"error": "..."}`) rather than a response."""
     return payload.get("error") is not None and "message" not in payload
+
+
+def is_response_object(payload: Mapping[str, Any]) -> bool:
+    """Whether a parsed object (not an error object) is an Ollama chat response or stream
+    line: one that carries Ollama's own fields (`_RESPONSE_FIELDS`)."""
+    return any(field in payload for field in _RESPONSE_FIELDS)
 
 
 class Unreadable(ValueError):
@@ -347,10 +364,8 @@ def decode_body(
         raise not_a_response(body, "it is not a JSON object", provider=provider, model=model)
     if is_error_object(payload):
         raise error_from_payload(payload, provider=provider, model=model)
-    if not any(field in payload for field in _RESPONSE_FIELDS):
-        raise not_a_response(
-            body, "it has none of the fields of a response", provider=provider, model=model
-        )
+    if not is_response_object(payload):
+        raise not_a_response(body, NO_RESPONSE_FIELDS, provider=provider, model=model)
     try:
         return decode_payload(payload, provider=provider, model=model, warnings=warnings)
     except Unreadable as why:

@@ -14,7 +14,9 @@ The `done: true` line ends the stream: it stops the open block and reports the u
 provider data and `Finish`, and `done` turns true (anything after it is ignored). A stream
 that ends without it is left unfinished, so that collecting it raises
 `IncompleteStreamError`; one cut inside a line raises it from `close()`. An error line is
-raised after every event before it was yielded (those were paid for).
+raised after every event before it was yielded (those were paid for). A first line that is
+not Ollama's (neither `message` nor `done`: another API's answer) is the retryable server
+error the same body is (`decode_body`).
 """
 
 from __future__ import annotations
@@ -23,12 +25,15 @@ from collections.abc import Iterator
 from typing import Any
 
 from allama.adapters._http import read_json
+from allama.adapters._not_a_response import not_a_response
 from allama.adapters.ollama._decode import (
     NAMESPACE,
+    NO_RESPONSE_FIELDS,
     Layout,
     Unreadable,
     finish_reason_of,
     is_error_object,
+    is_response_object,
     kept_data,
     usage_of,
 )
@@ -154,6 +159,11 @@ class OllamaStreamDecoder:
             raise StreamDecodeError("a stream line is not a JSON object").mark_authored()
         if is_error_object(payload):
             raise error_from_payload(payload, provider=self._provider, model=self._model)
+        if not self._started and not is_response_object(payload):
+            # Another API's answer (a chat completion, say) is no empty one: as its body is.
+            raise not_a_response(
+                line, NO_RESPONSE_FIELDS, provider=self._provider, model=self._model
+            )
         try:
             yield from self._chunk(payload)
         except Unreadable as why:

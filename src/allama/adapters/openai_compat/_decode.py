@@ -30,8 +30,9 @@ tokens), leaves no key; a plain answer costs a few lookups in `model_extra` (Ope
 
 Only the first choice is the answer. An answer of more than one (`n` above 1, which
 `ChatRequest` has no field for, given through the body option) says so in a warning
-(`FIRST_CHOICE_ONLY`), the others' text and finish reasons kept under `OTHER_CHOICES_KEY`:
-their tokens are in the usage, paid for, and are not to vanish without a word.
+(`FIRST_CHOICE_ONLY`), the others' text, refusals, tool calls and finish reasons kept under
+`OTHER_CHOICES_KEY`: their tokens are in the usage, paid for, and are not to vanish without
+a word.
 """
 
 from __future__ import annotations
@@ -111,20 +112,42 @@ web plugin) send `{"type": "url_citation", "url_citation": {"start_index", "end_
 OTHER_CHOICES_KEY = "other_choices"
 """The choices after the first, which allama does not read: a list, by index, of
 `{"index", "text", "finish_reason"}`, the text as the content gives it (no `<think>` split
-off) and the finish reason the provider's own word (`null` where none came)."""
+off) and the finish reason the provider's own word (`null` where none came); with
+`"refusal"` (its text) where the choice refused, and `"tool_calls"` (a list of `{"id",
+"name", "arguments"}`, strings, in order, read as the first choice's calls are) where it
+called tools: keys left out where there is none."""
 
 
-def other_choice(index: int, text: str, finish_reason: str | None) -> dict[str, Any]:
-    """One entry of `OTHER_CHOICES_KEY`."""
-    return {"index": index, "text": text, "finish_reason": finish_reason}
+def other_choice(
+    index: int, blocks: Sequence[ContentBlock], finish_reason: str | None
+) -> dict[str, Any]:
+    """One entry of `OTHER_CHOICES_KEY`: a choice's blocks, read as the first's are (from
+    its message in a body, its deltas collected in a stream, so that both give the same)."""
+    entry: dict[str, Any] = {
+        "index": index,
+        "text": "".join(block.text for block in blocks if isinstance(block, TextPart)),
+        "finish_reason": finish_reason,
+    }
+    refusal = "".join(block.text for block in blocks if isinstance(block, Refusal))
+    if refusal:
+        entry["refusal"] = refusal
+    calls = [
+        {"id": block.id, "name": block.name, "arguments": block.arguments}
+        for block in blocks
+        if isinstance(block, ToolCall)
+    ]
+    if calls:
+        entry["tool_calls"] = calls
+    return entry
 
 
 def unread_choices(count: int, provider: str | None) -> Warning:
     """The warning on an answer of `count` choices, of which only the first is read."""
     warning = Warning.unsupported(
         RequestField.OPTIONS,
-        f"the provider answered {count} choices: only the first is read (the others' text "
-        f"and finish reasons are kept in `provider_data`, under `{OTHER_CHOICES_KEY}`)",
+        f"the provider answered {count} choices: only the first is read (the others' text, "
+        f"refusals, tool calls and finish reasons are kept in `provider_data`, under "
+        f"`{OTHER_CHOICES_KEY}`)",
         code=FIRST_CHOICE_ONLY,
     )
     return warning if provider is None else warning.with_provider(provider)
@@ -568,7 +591,7 @@ def decode_body(
         kept[OTHER_CHOICES_KEY] = [
             other_choice(
                 other.index,
-                content_parts(other.message.content)[0] if other.message is not None else "",
+                _blocks(other.message) if other.message is not None else [],
                 other.finish_reason,
             )
             for other in others

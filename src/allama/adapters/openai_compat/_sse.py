@@ -49,8 +49,9 @@ decoder uses, so a collected stream equals the decoded body of the same message:
   stream. Where a stream numbers an entry differently from the non-streamed answer (OpenAI's
   `reasoning.encrypted` had `index` 0 in a stream and 1 in a body), the stream's own fields
   are kept as sent.
-- `OTHER_CHOICES_KEY`: the text and finish reason of each choice after the first (`n` above
-  1), whose deltas are not read as the answer, with the warning a body's gets
+- `OTHER_CHOICES_KEY`: the text, refusal, tool calls and finish reason of each choice after
+  the first (`n` above 1), whose deltas are not read as the answer (each choice's read by a
+  decoder of its own, as the first's are), with the warning a body's gets
   (`unread_choices`): both at the end (`[DONE]`, end of input), when the count is known.
 """
 
@@ -94,6 +95,7 @@ from allama.adapters.openai_compat._wire import (
     WireUsage,
 )
 from allama.errors import Error, IncompleteStreamError, StreamDecodeError
+from allama.stream import StreamCollector
 from allama.types import (
     DECLINE_EXPLANATION_KEY,
     SERVICE_TIER_KEY,
@@ -193,8 +195,8 @@ class ChatStreamDecoder:
 
     `feed` and `close` are generators: an error object in the stream is raised after the
     events before it (and the content and usage in the same chunk) were yielded. Only the
-    first choice (`index` 0) is read; the others' text and finish reasons are kept, and
-    told at the end (`_told_others`).
+    first choice (`index` 0) is read; the others' text, refusals, tool calls and finish
+    reasons are kept, and told at the end (`_told_others`).
     """
 
     def __init__(
@@ -250,8 +252,9 @@ class ChatStreamDecoder:
         """The error a finish reason alone says the answer ended in (`error`, DeepSeek's
         `insufficient_system_resource`), held to `[DONE]` or the stream's end: the usage
         chunk a server sends after the finish (vLLM's, with `include_usage`) is its call's."""
-        self._others: dict[int, list[str]] = {}
-        """The text pieces of each choice after the first (`n` above 1), by index."""
+        self._others: dict[int, tuple[ChatStreamDecoder, StreamCollector]] = {}
+        """Each choice after the first (`n` above 1), by index: a decoder of its own that
+        reads its deltas as the first's are read, and the collector of what it gives."""
         self._other_finish: dict[int, str] = {}
         self._others_told = False
         self.done = False
@@ -528,11 +531,17 @@ class ChatStreamDecoder:
             yield from self._usage(usage)
 
     def _other(self, choice: WireChunkChoice) -> None:
-        """A delta of a choice after the first: its text and finish reason, kept."""
-        pieces = self._others.setdefault(choice.index, [])
-        text = content_parts(choice.delta.content)[0]
-        if text:
-            pieces.append(text)
+        """A delta of a choice after the first, kept: read by the choice's own decoder as
+        the first's deltas are (tool calls folded by index, a name held until it comes, an
+        id that comes late), so that its entry equals the body's; its finish reason is kept
+        as sent, apart (the decoder is never finished, and a delta after it still read)."""
+        other = self._others.get(choice.index)
+        if other is None:
+            decoder = ChatStreamDecoder(provider=self._provider, model=self._model)
+            other = self._others[choice.index] = (decoder, StreamCollector())
+        decoder, collector = other
+        for event in decoder._choice(choice.model_copy(update={"finish_reason": None})):
+            collector.push(event)
         if choice.finish_reason is not None:
             self._other_finish[choice.index] = choice.finish_reason
 
@@ -542,13 +551,14 @@ class ChatStreamDecoder:
         if not self._others or self._others_told:
             return
         self._others_told = True
-        yield self._data(
-            OTHER_CHOICES_KEY,
-            [
-                other_choice(index, "".join(pieces), self._other_finish.get(index))
-                for index, pieces in sorted(self._others.items())
-            ],
-        )
+        entries = []
+        for index in sorted(self._others):
+            decoder, collector = self._others[index]
+            for event in decoder._flush_details():  # (a call still held starts as it is)
+                collector.push(event)
+            blocks = collector.partial_response().content
+            entries.append(other_choice(index, blocks, self._other_finish.get(index)))
+        yield self._data(OTHER_CHOICES_KEY, entries)
         yield WarningEvent(warning=unread_choices(len(self._others) + 1, self._provider))
 
     def _block(self, key: object) -> tuple[int, bool]:
