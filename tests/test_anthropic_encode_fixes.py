@@ -1,10 +1,13 @@
-"""What the Anthropic (and Gemini) encoders send, and say, for three reported cases.
+"""What the Anthropic (and Gemini) encoders send, and say, for reported cases.
 
 A named tool forced on Anthropic is asked for exactly one call (`disable_parallel_tool_use`)
 unless the caller allows parallel calls: left unset, a forced extraction could be answered
 with two calls and paid for nothing. A refusal under `UnsupportedPolicy.ERROR` says why the
 field cannot be sent, never what was done instead (nothing was sent); the warning under
-`WARN` keeps both. A data URL's scheme and `base64` token are case-insensitive.
+`WARN` keeps both. A data URL's scheme and `base64` token are case-insensitive, and so is
+a part's own media type, read without its parameters (a text/plain charset decoded).
+Anthropic's thinking rules hold for thinking, a forced `tool_choice` and sampling fields
+given through the `anthropic` body option too.
 """
 
 from __future__ import annotations
@@ -338,3 +341,308 @@ def test_a_document_data_url_of_no_type_takes_the_parts_else_text(
     part = DocumentPart(url=url, media_type=media_type)
     body, _ = _anthropic(ChatRequest(MODEL).user("Summarise.", part))
     assert body["messages"][0]["content"][1] == {"type": "document", "source": source}
+
+
+# Thinking through the body option: Anthropic's thinking rules hold for it too
+
+THINK: dict[str, Any] = {"type": "enabled", "budget_tokens": 2048}
+THINK_TEXT = '{"type":"enabled","budget_tokens":2048}'
+FORCED_THINKING = (
+    f"`thinking` of the body option `anthropic` ({THINK_TEXT}) turns thinking on, and "
+    "Anthropic does not think while a tool call is forced"
+)
+EXTRACTED = {
+    "id": "msg_1",
+    "type": "message",
+    "role": "assistant",
+    "model": MODEL,
+    "content": [
+        {"type": "tool_use", "id": "toolu_1", "name": "submit_structured_output", "input": {"a": 1}}
+    ],
+    "stop_reason": "tool_use",
+    "stop_sequence": None,
+    "usage": {"input_tokens": 10, "output_tokens": 5},
+}
+SUBMIT = {"type": "tool", "name": "submit_structured_output", "disable_parallel_tool_use": True}
+
+
+def _said(warnings: Any) -> list[tuple[WarningKind, Any, str]]:
+    return [(w.kind, getattr(w.subject, "field", None), w.message) for w in warnings]
+
+
+NOT_STRICT = (
+    WarningKind.UNSUPPORTED,
+    RequestField.TOOLS,
+    "`claude-opus-4-1` on Anthropic has no strict tools; tool `submit_structured_output` was "
+    "sent without `strict`",
+)
+
+
+@pytest.mark.parametrize(
+    ("model", "mode", "enforcement", "before"),
+    [
+        ("claude-sonnet-4-5", ExtractionMode.FORCED_TOOL, "exact", []),
+        # No structured outputs: automatic extraction forces its tool itself.
+        ("claude-opus-4-1", ExtractionMode.AUTO, "not_enforced", [NOT_STRICT]),
+    ],
+)
+def test_an_extractions_forced_tool_holds_against_the_options_thinking(
+    model: str, mode: ExtractionMode, enforcement: str, before: list[Any]
+) -> None:
+    target, server = provider("anthropic", (200, {**EXTRACTED, "model": model}))
+    request = (
+        ChatRequest(model)
+        .user("x")
+        .with_option(mode)
+        .with_option_json("anthropic", {"thinking": THINK})
+    )
+    result = allama.extract(target, Answer, request)
+    assert result.value == Answer(a=1)
+    assert server.bodies[0]["tool_choice"] == SUBMIT
+    assert "thinking" not in server.bodies[0]
+    assert server.bodies[0]["max_tokens"] == 16_384
+    assert _said(result.response.warnings) == [
+        *before,
+        (
+            WarningKind.UNSUPPORTED,
+            RequestField.OPTIONS,
+            f"{FORCED_THINKING}; it was not sent, so that the forced tool holds",
+        ),
+    ]
+    # The tool was forced: the record stands on it, its tool choice noted as sent.
+    assert result.metadata.mode is ExtractionMode.FORCED_TOOL
+    assert result.metadata.enforcement.value == enforcement
+    assert result.metadata.notes == []
+
+
+def test_under_error_the_options_thinking_beside_a_forced_tool_is_refused_unsent() -> None:
+    target, server = provider("anthropic", (200, EXTRACTED))
+    request = (
+        ChatRequest(MODEL)
+        .user("x")
+        .with_option(ExtractionMode.FORCED_TOOL)
+        .with_option_json("anthropic", {"thinking": THINK})
+        .with_unsupported_policy(UnsupportedPolicy.ERROR)
+    )
+    with pytest.raises(UnsupportedError) as caught:
+        allama.extract(target, Answer, request)
+    assert str(caught.value) == f"cannot send `options`: {FORCED_THINKING}"
+    assert server.bodies == []
+
+
+OPTION_THINKING: list[tuple[str, ChatRequest, dict[str, Any], list[tuple[Any, str]]]] = [
+    (
+        "the request's temperature, top_p",
+        ChatRequest(MODEL)
+        .user("hi")
+        .with_temperature(0.2)
+        .with_top_p(0.5)
+        .with_option_json("anthropic", {"thinking": THINK}),
+        {"thinking": THINK, "max_tokens": 16_384 + 2048},
+        [
+            (RequestField.TEMPERATURE, "Anthropic takes `temperature` only at 1 with thinking on"),
+            (
+                RequestField.TOP_P,
+                "Anthropic takes `top_p` from 0.95 to 1 with thinking on; 0.5 was left out",
+            ),
+        ],
+    ),
+    (
+        "the option's forced tool_choice beside reasoning_effort",
+        ChatRequest(MODEL)
+        .user("hi")
+        .with_tools([TOOL])
+        .with_reasoning_effort(ReasoningEffort.LOW)
+        .with_option_json("anthropic", {"tool_choice": {"type": "any"}}),
+        {"tool_choice": {"type": "any"}, "max_tokens": 16_384},
+        [
+            (
+                RequestField.REASONING_EFFORT,
+                "Anthropic does not think while a tool call is forced; thinking was left off "
+                "so that the forced tool holds",
+            )
+        ],
+    ),
+    (
+        "the option's top_k beside reasoning_effort",
+        ChatRequest(MODEL)
+        .user("hi")
+        .with_reasoning_effort(ReasoningEffort.LOW)
+        .with_option_json("anthropic", {"top_k": 5}),
+        {"thinking": THINK, "max_tokens": 16_384 + 2048},
+        [
+            (
+                RequestField.OPTIONS,
+                "`top_k` of the body option `anthropic` (5) goes beside the thinking "
+                "`reasoning_effort` turns on, and Anthropic takes no `top_k` with thinking on; "
+                "it was not sent",
+            )
+        ],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("request_", "sent", "warned"),
+    [case[1:] for case in OPTION_THINKING],
+    ids=[case[0] for case in OPTION_THINKING],
+)
+def test_thinking_and_what_anthropic_refuses_with_it_are_not_sent_together(
+    request_: ChatRequest, sent: dict[str, Any], warned: list[tuple[Any, str]]
+) -> None:
+    body, warnings = _anthropic(request_)
+    left_out = {"thinking", "tool_choice", "temperature", "top_p", "top_k"} - set(sent)
+    assert {key: body[key] for key in sent} == sent
+    assert [key for key in left_out if key in body] == []
+    assert _said(warnings) == [(WarningKind.UNSUPPORTED, field, said) for field, said in warned]
+    with pytest.raises(UnsupportedError) as caught:
+        _anthropic(request_.with_unsupported_policy(UnsupportedPolicy.ERROR))
+    field, said = warned[0]
+    assert caught.value.field is field
+    assert str(caught.value) == f"cannot send `{field}`: {said.split('; ')[0]}"
+
+
+def test_the_default_max_tokens_exceeds_the_options_thinking_budget() -> None:
+    thinking = {"type": "enabled", "budget_tokens": 20_000}
+    request = ChatRequest(MODEL).user("hi").with_option_json("anthropic", {"thinking": thinking})
+    http, warnings = allama.provider("anthropic", api_key=KEY)._prepare(request, stream=False)
+    assert http.body["max_tokens"] == 16_384 + 20_000
+    assert http.body["thinking"] == thinking
+    assert http.as_sent == {"max_output_tokens": 16_384 + 20_000}
+    assert list(warnings) == []
+    # The request's own limit is the caller's: sent as given.
+    body, _ = _anthropic(request.with_max_output_tokens(30_000))
+    assert body["max_tokens"] == 30_000
+
+
+def test_the_options_own_thinking_beside_its_own_forced_choice_or_sampling_goes_as_given() -> None:
+    option = {
+        "thinking": THINK,
+        "tool_choice": {"type": "any"},
+        "temperature": 0.5,
+        "top_k": 5,
+        "top_p": 0.9,
+    }
+    request = ChatRequest(MODEL).user("hi").with_tools([TOOL]).with_option_json("anthropic", option)
+    for policy in (UnsupportedPolicy.WARN, UnsupportedPolicy.ERROR):
+        body, warnings = _anthropic(request.with_unsupported_policy(policy))
+        assert {key: body[key] for key in option} == option
+        beside = "goes beside the option's own thinking, and Anthropic"
+        assert _said(warnings) == [
+            (
+                WarningKind.UNSUPPORTED,
+                RequestField.OPTIONS,
+                f"`thinking` of the body option `anthropic` ({THINK_TEXT}) turns thinking on "
+                "beside the option's own forced `tool_choice`, which Anthropic refuses; both "
+                "were sent as given",
+            ),
+            (
+                WarningKind.UNSUPPORTED,
+                RequestField.OPTIONS,
+                f"`temperature` of the body option `anthropic` (0.5) {beside} takes "
+                "`temperature` only at 1 with thinking on; both were sent as given",
+            ),
+            (
+                WarningKind.UNSUPPORTED,
+                RequestField.OPTIONS,
+                f"`top_k` of the body option `anthropic` (5) {beside} takes no `top_k` with "
+                "thinking on; both were sent as given",
+            ),
+            (
+                WarningKind.UNSUPPORTED,
+                RequestField.OPTIONS,
+                f"`top_p` of the body option `anthropic` (0.9) {beside} takes `top_p` only "
+                "from 0.95 to 1 with thinking on; both were sent as given",
+            ),
+        ]
+
+
+# A part's own media type, in any case and with parameters
+
+HELLO = {"type": "text", "media_type": "text/plain", "data": "hello"}
+
+
+@pytest.mark.parametrize(
+    ("part", "block"),
+    [
+        (
+            DocumentPart(data=b"hello", media_type="text/plain; charset=utf-8"),
+            {"type": "document", "source": HELLO},
+        ),
+        (
+            DocumentPart(data=b"hello", media_type="TEXT/PLAIN"),
+            {"type": "document", "source": HELLO},
+        ),
+        # Text in another charset goes as the text it is.
+        (
+            DocumentPart(
+                data="café".encode("latin-1"), media_type='Text/Plain; Charset="ISO-8859-1"'
+            ),
+            {"type": "document", "source": {**HELLO, "data": "café"}},
+        ),
+        (
+            DocumentPart(data=PDF, media_type="Application/PDF; name=a.pdf"),
+            {
+                "type": "document",
+                "source": {
+                    "type": "base64",
+                    "media_type": "application/pdf",
+                    "data": base64.b64encode(PDF).decode(),
+                },
+            },
+        ),
+        (
+            DocumentPart(url="https://example.com/a", media_type="APPLICATION/PDF"),
+            {"type": "document", "source": {"type": "url", "url": "https://example.com/a"}},
+        ),
+        (
+            ImagePart(data=PNG, media_type="IMAGE/PNG"),
+            {
+                "type": "image",
+                "source": {"type": "base64", "media_type": "image/png", "data": PNG_B64},
+            },
+        ),
+        (
+            ImagePart(url=f"data:;base64,{PNG_B64}", media_type="Image/Png"),
+            {
+                "type": "image",
+                "source": {"type": "base64", "media_type": "image/png", "data": PNG_B64},
+            },
+        ),
+    ],
+)
+def test_a_parts_media_type_is_read_without_case_or_parameters(
+    part: DocumentPart | ImagePart, block: dict[str, Any]
+) -> None:
+    body, warnings = _anthropic(ChatRequest(MODEL).user("Read.", part))
+    assert body["messages"][0]["content"][1] == block
+    assert warnings == []
+
+
+@pytest.mark.parametrize(
+    ("part", "why"),
+    [
+        (
+            DocumentPart(data=b"x", media_type="text/plain; charset=no-such-charset"),
+            "a text/plain document names charset no-such-charset, which allama cannot read",
+        ),
+        (
+            DocumentPart(data=b"\xff\xfe\xfd", media_type="text/plain; charset=us-ascii"),
+            "a text/plain document must be text in its charset (us-ascii)",
+        ),
+        (
+            DocumentPart(data=b"<p>", media_type="Text/HTML; charset=utf-8"),
+            "Anthropic takes PDF and plain-text documents, not text/html",
+        ),
+        (
+            ImagePart(data=PNG, media_type="Image/BMP; q=1"),
+            "Anthropic takes JPEG, PNG, GIF and WebP images, not image/bmp",
+        ),
+    ],
+)
+def test_a_part_anthropic_cannot_read_is_refused_by_its_plain_media_type(
+    part: DocumentPart | ImagePart, why: str
+) -> None:
+    with pytest.raises(InvalidRequestError) as caught:
+        _anthropic(ChatRequest(MODEL).user("Read.", part))
+    assert str(caught.value) == why

@@ -5,7 +5,8 @@ Vertex AI's streamed function-call arguments (`streamFunctionCallArguments`) put
 into whole calls; Gemini 3.1 Pro's MEDIUM thinking level; a data URL that names no media
 type sent with the part's own (never an empty `mimeType`); and on `responseSchema` (Gemini
 1.5), a node without `type` (any value, any items, recursion cut) not enforced and `anyOf`
-a hint. The endpoints are `httpx2.MockTransport`s: nothing leaves the machine."""
+a hint; a part's own media type read without case or parameters (text in another charset
+sent as UTF-8). The endpoints are `httpx2.MockTransport`s: nothing leaves the machine."""
 
 from __future__ import annotations
 
@@ -717,3 +718,85 @@ def test_an_extraction_of_a_union_on_gemini_1_5_is_approximate() -> None:
     assert result.metadata.enforcement is SchemaEnforcement.APPROXIMATE
     sent = recorder.bodies[-1]["generationConfig"]["responseSchema"]["properties"]["a"]
     assert sent == {"anyOf": [{"type": "INTEGER"}, {"type": "STRING"}], "title": "A"}
+
+
+# 8. A part's own media type is read without case or parameters; text in another charset
+# goes as UTF-8, since the `mimeType` sent names no charset
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+@pytest.mark.parametrize(
+    ("part", "sent"),
+    [
+        (
+            DocumentPart(data=b"hello", media_type="text/plain; charset=utf-8"),
+            {"inlineData": {"mimeType": "text/plain", "data": _b64(b"hello")}},
+        ),
+        (
+            DocumentPart(
+                data="café".encode("latin-1"), media_type='Text/Plain; Charset="ISO-8859-1"'
+            ),
+            {"inlineData": {"mimeType": "text/plain", "data": _b64("café".encode())}},
+        ),
+        (
+            DocumentPart(
+                url="data:;base64," + _b64("é,a".encode("cp1252")),
+                media_type="text/csv;charset=cp1252",
+            ),
+            {"inlineData": {"mimeType": "text/csv", "data": _b64("é,a".encode())}},
+        ),
+        (
+            DocumentPart(data=b"%PDF", media_type="Application/PDF; name=a.pdf"),
+            {"inlineData": {"mimeType": "application/pdf", "data": _b64(b"%PDF")}},
+        ),
+        (
+            ImagePart(data=b"\x89PNG", media_type="IMAGE/PNG"),
+            {"inlineData": {"mimeType": "image/png", "data": _b64(b"\x89PNG")}},
+        ),
+        (
+            ImagePart(url="data:;base64," + PNG, media_type="Image/Png"),
+            {"inlineData": {"mimeType": "image/png", "data": PNG}},
+        ),
+        (
+            ImagePart(url="https://example.com/photo", media_type="Image/WebP; q=1"),
+            {"fileData": {"fileUri": "https://example.com/photo", "mimeType": "image/webp"}},
+        ),
+    ],
+)
+def test_a_parts_media_type_is_read_without_case_or_parameters(
+    part: DocumentPart | ImagePart, sent: dict[str, Any]
+) -> None:
+    target, recorder = provider("gemini", (200, answer([{"text": "ok"}])))
+    response = target.chat(ChatRequest("gemini-2.5-flash").user("read this", part))
+    assert recorder.bodies[-1]["contents"][0]["parts"][1] == sent
+    assert response.warnings == ()
+
+
+@pytest.mark.parametrize(
+    ("part", "why"),
+    [
+        (
+            ImagePart(data=b"GIF8", media_type="IMAGE/GIF; q=1"),
+            "Gemini takes PNG, JPEG, WebP, HEIC and HEIF images, not image/gif",
+        ),
+        (
+            DocumentPart(data=b"x", media_type="text/plain; charset=no-such-charset"),
+            "a text/plain part names charset no-such-charset, which allama cannot read",
+        ),
+        (
+            DocumentPart(data=b"\xff", media_type="text/plain; charset=us-ascii"),
+            "a text/plain part must be text in its charset (us-ascii)",
+        ),
+    ],
+)
+def test_a_part_gemini_cannot_read_is_refused_unsent(
+    part: DocumentPart | ImagePart, why: str
+) -> None:
+    target, recorder = provider("gemini", (200, answer([{"text": "ok"}])))
+    with pytest.raises(InvalidRequestError) as caught:
+        target.chat(ChatRequest("gemini-2.5-flash").user("read this", part))
+    assert str(caught.value) == why
+    assert recorder.bodies == []

@@ -1,6 +1,7 @@
 """Data URLs (RFC 2397) in image and document parts, read alike by every encoder that sends
 inline bytes (Anthropic, Gemini, Ollama): the scheme (RFC 3986), the media type and the
-`base64` token have no case, so `DATA:IMAGE/PNG;BASE64,...` is inline data too."""
+`base64` token have no case, so `DATA:IMAGE/PNG;BASE64,...` is inline data too. A part's
+own media type is read the same way (`part_media_type`)."""
 
 from __future__ import annotations
 
@@ -22,3 +23,15 @@ def data_url(url: str) -> DataUrl | None:
     header, _, data = url[5:].partition(",")
     params = [param.strip() for param in header.split(";")]
     return DataUrl(params[0].lower(), len(params) > 1 and params[-1].lower() == "base64", data)
+
+
+def part_media_type(given: str | None) -> tuple[str, str | None]:
+    """A part's media type as providers name it (lower case, its parameters dropped: types
+    have no case, and `text/plain; charset=utf-8` is text/plain), and its charset, if any."""
+    kind, *params = (given or "").split(";")
+    charset = None
+    for param in params:
+        name, _, value = param.partition("=")
+        if name.strip().lower() == "charset":
+            charset = value.strip().strip('"').lower() or None
+    return kind.strip().lower(), charset

@@ -13,12 +13,14 @@ The Messages API reports no log-probabilities, and has no plain-text choice outp
 Thinking and a forced tool do not go together on Anthropic ("Thinking may not be enabled
 when tool_choice forces tool use"): the forced tool wins, since it is what constrains the
 output, and thinking is left off with a warning on `reasoning_effort` (and turned off
-explicitly on the families that think unless told not to).
+explicitly on the families that think unless told not to). The same holds for thinking, a
+forced `tool_choice` and sampling fields given through the body option (`BODY_OPTION`).
 """
 
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import pairwise
@@ -26,7 +28,7 @@ from typing import Any, TypeGuard
 
 from allama._degradations import FORMAT_NOT_SENT, STOPS_BLANK, Degradations, gives_tools
 from allama.adapters._arguments import call_arguments
-from allama.adapters._data_urls import data_url
+from allama.adapters._data_urls import data_url, part_media_type
 from allama.adapters._http import (
     HttpRequest,
     option_fields,
@@ -78,7 +80,10 @@ has no name for (`request.with_option_json("anthropic", {"top_k": 40})`). Its fi
 allama's, except `output_config`, whose keys are added to allama's (`format`, `effort`); its
 own `output_config.format` or `tool_choice` is sent with a warning on the field. Its `stream`
 is not sent where it differs from the call's (`chat` reads no stream), with a warning on
-`options`."""
+`options`; nor, with a warning on `options`, is its `thinking` beside a tool call allama
+forces, or its `temperature`, `top_k` or `top_p` beside the thinking `reasoning_effort`
+turns on (Anthropic refuses either pair; the option's own pair goes with a warning). Its
+thinking budget is counted in the `max_tokens` allama fills in."""
 
 DEFAULT_MAX_TOKENS = 16_384
 """`max_tokens` when the request sets none (Anthropic requires it): this, or the family's
@@ -124,12 +129,21 @@ class _Encoder:
         self.degradations = degradations
         self.stream = stream
         self.where = f"`{request.model}` on {profile.display_name}"
+        extra = request.option_json(BODY_OPTION)
+        self.option: dict[str, Any] = extra if isinstance(extra, dict) else {}
+        self.withheld: set[str] = set()  # the option's fields not sent: Anthropic would refuse
         choice = request.tool_choice
-        self.forces_tool = (
-            choice is not None
-            and choice.mode in ("required", "tool")
-            and gives_tools(request, BODY_OPTION)  # (a choice of no tools is not sent)
-        )
+        # Whether the body forces a tool call: the option's `tool_choice` goes in place of
+        # allama's, which is not sent without tools, nor forced where the family cannot be.
+        if "tool_choice" in self.option:
+            self.forces_tool = _forces(self.option["tool_choice"])
+        else:
+            self.forces_tool = (
+                choice is not None
+                and choice.mode in ("required", "tool")
+                and gives_tools(request, BODY_OPTION)
+                and family.forced_tool is not CapabilitySupport.UNSUPPORTED
+            )
         self.optional = 0
         self.unions = 0
         self.resuming: AssistantMessage | None = None  # the last paused turn sent back whole
@@ -213,15 +227,15 @@ class _Encoder:
 
     def document_source(self, part: DocumentPart) -> dict[str, Any]:
         inline = None if part.url is None else data_url(part.url)
+        media_type, charset = part_media_type(part.media_type)
         if part.url is not None and inline is None:
-            if part.media_type not in (None, "application/pdf"):
+            if media_type not in ("", "application/pdf"):
                 # A URL source is read as a PDF: a text file there would be refused.
                 raise self.invalid(
                     f"{self.profile.display_name} takes a document by URL only as a PDF, not "
-                    f"{part.media_type}; send the text itself"
+                    f"{media_type}; send the text itself"
                 )
             return {"type": "url", "url": part.url}
-        media_type = part.media_type
         if inline is not None:  # a data URL: its bytes, which a URL source would not take
             if not inline.base64:
                 raise self.invalid("a document data URL must be base64-encoded")
@@ -229,34 +243,53 @@ class _Encoder:
                 data = base64.b64decode("".join(inline.data.split()), validate=True)
             except ValueError:
                 raise self.invalid("the document's data URL holds no valid base64") from None
+            if inline.media_type:  # the URL's own type (its charset is not read)
+                media_type, charset = inline.media_type, None
             # A data URL that names no type: the part's, else RFC 2397's default.
-            media_type = inline.media_type or media_type or "text/plain"
+            media_type = media_type or "text/plain"
         else:
             data = part.data or b""
         if media_type == "application/pdf":
             encoded = base64.b64encode(data).decode("ascii")
             return {"type": "base64", "media_type": "application/pdf", "data": encoded}
         if media_type == "text/plain":
-            try:
-                return {"type": "text", "media_type": "text/plain", "data": data.decode("utf-8")}
-            except UnicodeDecodeError:
-                raise self.invalid("a text/plain document must be UTF-8 text") from None
+            return {"type": "text", "media_type": "text/plain", "data": self.text(data, charset)}
         raise self.invalid(
             f"{self.profile.display_name} takes PDF and plain-text documents, not "
             f"{media_type or 'one of no media type'}"
         )
 
+    def text(self, data: bytes, charset: str | None) -> str:
+        """A text/plain document's bytes as text, read in its `charset` (UTF-8 where the
+        part names none): Anthropic takes the text itself."""
+        if charset is None or charset in ("utf-8", "utf8"):
+            try:
+                return data.decode("utf-8")
+            except UnicodeDecodeError:
+                raise self.invalid("a text/plain document must be UTF-8 text") from None
+        try:
+            return data.decode(charset)
+        except LookupError:
+            raise self.invalid(
+                f"a text/plain document names charset {charset}, which allama cannot read"
+            ) from None
+        except UnicodeDecodeError:
+            raise self.invalid(
+                f"a text/plain document must be text in its charset ({charset})"
+            ) from None
+
     def image_source(self, part: ImagePart) -> dict[str, Any]:
         inline = None if part.url is None else data_url(part.url)
         if part.url is not None and inline is None:
             return {"type": "url", "url": part.url}
+        own = part_media_type(part.media_type)[0]
         if inline is not None:
             media_type, encoded, data = inline
-            media_type = media_type or part.media_type or ""  # the URL's, else the part's
+            media_type = media_type or own  # the URL's, else the part's
             if not encoded:
                 raise self.invalid("an image data URL must be base64-encoded")
         else:
-            media_type = part.media_type or ""
+            media_type = own
             data = base64.b64encode(part.data or b"").decode("ascii")
         if media_type not in _IMAGE_TYPES:
             raise self.invalid(
@@ -629,7 +662,7 @@ class _Encoder:
         family = self.family
         effort = self.request.reasoning_effort
         field = RequestField.REASONING_EFFORT
-        forced = self.forces_tool and family.forced_tool is not CapabilitySupport.UNSUPPORTED
+        forced = self.forces_tool
         off = {"type": "disabled"} if family.thinks_by_default and family.can_disable else None
         unsigned = unsigned and family.thinking is Thinking.BUDGET
         if effort is None or effort == "none":
@@ -703,13 +736,19 @@ class _Encoder:
                 instead=f"{temperature} was left out",
             )
             temperature = None
-        if thinking and temperature is not None and temperature != 1:
+        # (Where the body option's own is sent, the request's is not: nothing to drop.)
+        if (
+            thinking
+            and temperature is not None
+            and temperature != 1
+            and not self.sends("temperature")
+        ):
             self.degradations.refuse(
                 RequestField.TEMPERATURE,
                 f"{display} takes `temperature` only at 1 with thinking on",
             )
             temperature = None
-        if thinking and top_p is not None and top_p < 0.95:
+        if thinking and top_p is not None and top_p < 0.95 and not self.sends("top_p"):
             self.degradations.refuse(
                 RequestField.TOP_P,
                 f"{display} takes `top_p` from 0.95 to 1 with thinking on",
@@ -724,6 +763,83 @@ class _Encoder:
             )
             top_p = None
         return temperature, top_p
+
+    def sends(self, key: str) -> bool:
+        """Whether the body option's own `key` goes in the body, over allama's."""
+        return key in self.option and key not in self.withheld
+
+    def option_thinking(self, ours: dict[str, Any] | None, budget: int) -> tuple[bool, int]:
+        """Whether the body thinks, and the budget `max_tokens` must exceed, once the body
+        option's `thinking` goes over allama's (`ours`, with its `budget`).
+
+        The option's thinking beside a tool call allama forces (an extraction's tool, the
+        request's choice) is not sent, with a warning, refused under
+        `UnsupportedPolicy.ERROR`: Anthropic would answer 400, and the forced tool is what
+        an extraction's record stands on. Beside the option's own forced `tool_choice` it
+        is sent as given, with a warning: both are the caller's."""
+        if "thinking" not in self.option:
+            return _thinks(ours), budget
+        theirs = self.option["thinking"]
+        if not _thinks(theirs):
+            return False, 0
+        if self.forces_tool:
+            display = self.profile.display_name
+            what = f"{_option_field('thinking')} ({_json(theirs)})"
+            if "tool_choice" in self.option:
+                self.degradations.warn(
+                    Warning.unsupported(
+                        RequestField.OPTIONS,
+                        f"{what} turns thinking on beside the option's own forced "
+                        f"`tool_choice`, which {display} refuses; both were sent as given",
+                    )
+                )
+            else:
+                self.degradations.refuse(
+                    RequestField.OPTIONS,
+                    f"{what} turns thinking on, and {display} does not think while a tool "
+                    "call is forced",
+                    instead="it was not sent, so that the forced tool holds",
+                )
+                self.withheld.add("thinking")
+                return _thinks(ours), budget
+        spent = theirs.get("budget_tokens") if theirs["type"] == "enabled" else None
+        return True, spent if isinstance(spent, int) and not isinstance(spent, bool) else 0
+
+    def option_sampling(self, thinks: bool) -> None:
+        """Check the body option's sampling fields against thinking (Anthropic answers 400
+        to `temperature` other than 1, any `top_k`, `top_p` below 0.95): beside thinking
+        `reasoning_effort` turns on, the field is not sent, with a warning (refused under
+        `UnsupportedPolicy.ERROR`), as the request's own would be; beside the option's own
+        thinking it is sent as given, with a warning."""
+        if not thinks:
+            return
+        display = self.profile.display_name
+        theirs = self.sends("thinking")
+        for key, rule in (
+            ("temperature", "takes `temperature` only at 1"),
+            ("top_k", "takes no `top_k`"),
+            ("top_p", "takes `top_p` only from 0.95 to 1"),
+        ):
+            value = self.option.get(key)
+            if not _refused_with_thinking(key, value):
+                continue
+            what = f"{_option_field(key)} ({_json(value)})"
+            if theirs:
+                self.degradations.warn(
+                    Warning.unsupported(
+                        RequestField.OPTIONS,
+                        f"{what} goes beside the option's own thinking, and {display} "
+                        f"{rule} with thinking on; both were sent as given",
+                    )
+                )
+                continue
+            self.degradations.refuse(
+                RequestField.OPTIONS,
+                f"{what} goes beside the thinking `reasoning_effort` turns on, and {display} "
+                f"{rule} with thinking on",
+                instead="it was not sent",
+            )
+            self.withheld.add(key)
 
     def stop_sequences(self) -> list[str]:
         """The stop sequences Anthropic takes: one of nothing but whitespace is answered 400
@@ -764,8 +880,9 @@ class _Encoder:
             tools = [self.plain(tool) for tool in self.request.tools]
         max_tokens = request.max_output_tokens
         thinking, effort, budget = self.thinking(max_tokens, _unsigned_tool_turn(messages))
-        thinks = thinking is not None and thinking["type"] != "disabled"
+        thinks, budget = self.option_thinking(thinking, budget)
         if max_tokens is None:
+            # Above the option's own budget too: Anthropic needs `budget_tokens` below it.
             max_tokens = min(family.max_output, DEFAULT_MAX_TOKENS + budget)
         self.prefill(messages, constrained=output is not None, thinking=thinks)
         if not messages:
@@ -779,6 +896,7 @@ class _Encoder:
             blocks = turn["content"]
             if len(blocks) == 1 and blocks[0]["type"] == "text":
                 turn["content"] = blocks[0]["text"]
+        self.option_sampling(thinks)
         temperature, top_p = self.sampling(thinks)
         if request.seed is not None:
             self.degradations.refuse(RequestField.SEED, f"{self.profile.display_name} has no seed")
@@ -816,9 +934,9 @@ class _Encoder:
             body["container"] = self.container
         if self.stream:
             body["stream"] = True
-        extra = request.option_json(BODY_OPTION)
+        extra = {k: v for k, v in self.option.items() if k not in self.withheld}
         given: dict[str, Any] = {}
-        if isinstance(extra, dict):
+        if self.option:
             given = option_fields(
                 body, extra, BODY_OPTION, stream=self.stream, degradations=self.degradations
             )
@@ -921,6 +1039,34 @@ def _unsigned_tool_turn(messages: list[dict[str, Any]]) -> bool:
     if opening is None:
         return False
     return opening["content"][0]["type"] not in ("thinking", "redacted_thinking")
+
+
+def _thinks(thinking: object) -> bool:
+    """Whether a body's `thinking` turns thinking on (`enabled` or `adaptive`)."""
+    return isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive")
+
+
+def _forces(choice: object) -> bool:
+    """Whether a body's `tool_choice` forces a tool call (`tool` or `any`)."""
+    return isinstance(choice, dict) and choice.get("type") in ("tool", "any")
+
+
+def _refused_with_thinking(key: str, value: object) -> bool:
+    """Whether Anthropic refuses a body's sampling field `key` at `value` with thinking on:
+    `top_k` at all, `temperature` other than 1, `top_p` below 0.95."""
+    if key == "top_k":
+        return value is not None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False  # (not a number: Anthropic's to answer)
+    return value != 1 if key == "temperature" else value < 0.95
+
+
+def _option_field(key: str) -> str:
+    return f"`{key}` of the body option `{BODY_OPTION}`"
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=repr)
 
 
 def _fits(layout: object, count: int) -> TypeGuard[list[int | dict[str, Any]]]:

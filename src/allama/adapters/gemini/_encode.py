@@ -26,6 +26,7 @@ provider issued (`Reasoning.issuer`) is left out: Gemini would refuse it.
 from __future__ import annotations
 
 import base64
+import codecs
 import mimetypes
 import re
 from collections.abc import Mapping
@@ -33,7 +34,7 @@ from typing import Any
 
 from allama._degradations import FORMAT_NOT_SENT, Degradations, gives_tools, stops_first
 from allama.adapters._arguments import call_arguments
-from allama.adapters._data_urls import data_url
+from allama.adapters._data_urls import data_url, part_media_type
 from allama.adapters._http import (
     HttpRequest,
     option_fields,
@@ -157,13 +158,12 @@ class _Encoder:
         if isinstance(part, TextPart):
             return {"text": part.text}
         inline = None if part.url is None else data_url(part.url)
+        own, charset = part_media_type(part.media_type)
         if part.url is not None and inline is None:
             data: dict[str, Any] = {"fileUri": part.url}
             guessed = mimetypes.guess_type(part.url)[0]
-            media_type = part.media_type or guessed
-            if isinstance(part, ImagePart) and (
-                part.media_type is not None or (guessed or "").startswith("image/")
-            ):
+            media_type = own or guessed
+            if isinstance(part, ImagePart) and (own or (guessed or "").startswith("image/")):
                 # Gemini refuses an image it does not read whether sent inline or by URL.
                 # A URL whose name says no image type (a script, no extension) is the
                 # server's to answer for, and is sent as it is.
@@ -171,13 +171,16 @@ class _Encoder:
             if media_type:
                 data["mimeType"] = media_type
             return {"fileData": data}
+        raw: bytes | None = None
         if inline is not None:
             if not inline.base64:
                 raise self.invalid("a data URL must be base64-encoded")
             encoded = inline.data
+            if inline.media_type:  # the URL's own type (its charset is not read)
+                own, charset = inline.media_type, None
             # A data URL naming no type (`data:;base64,...`) is text/plain by RFC 2397, but
             # the part's own media type says more; Gemini refuses an empty `mimeType`.
-            media_type = inline.media_type or part.media_type or ""
+            media_type = own
             if not media_type and isinstance(part, DocumentPart):
                 media_type = "text/plain"
             if not media_type:
@@ -186,11 +189,35 @@ class _Encoder:
                     "`media_type`, such as image/png"
                 )
         else:
-            encoded = base64.b64encode(part.data or b"").decode("ascii")
-            media_type = part.media_type or ""
+            raw = part.data or b""
+            encoded = base64.b64encode(raw).decode("ascii")
+            media_type = own
         if isinstance(part, ImagePart):
             self.check_image(media_type)
+        if charset is not None and media_type.startswith("text/"):
+            encoded = self.as_utf8(raw, encoded, media_type, charset)
         return {"inlineData": {"mimeType": media_type, "data": encoded}}
+
+    def as_utf8(self, raw: bytes | None, encoded: str, media_type: str, charset: str) -> str:
+        """Text in `charset` (given by the part's media type) as base64 of its UTF-8: the
+        `mimeType` is sent without parameters, and Gemini reads text as UTF-8."""
+        try:
+            if codecs.lookup(charset).name == "utf-8":
+                return encoded
+            if raw is None:
+                raw = base64.b64decode("".join(encoded.split()), validate=True)
+            text = raw.decode(charset)
+        except LookupError:
+            raise self.invalid(
+                f"a {media_type} part names charset {charset}, which allama cannot read"
+            ) from None
+        except UnicodeDecodeError:
+            raise self.invalid(
+                f"a {media_type} part must be text in its charset ({charset})"
+            ) from None
+        except ValueError:
+            raise self.invalid("the part's data URL holds no valid base64") from None
+        return base64.b64encode(text.encode("utf-8")).decode("ascii")
 
     def check_image(self, media_type: str | None) -> None:
         """Refuse, before sending, an image of a type Gemini does not read (it answers 400,
