@@ -1363,7 +1363,7 @@ def test_a_failed_streams_paid_usage_keeps_what_it_was_billed_beyond_tokens() ->
     usage = Usage(input_tokens=10**6 + 10, output_tokens=1, cache_write_tokens=10**6)
     collector = StreamCollector()
     for event in (
-        ResponseStart(id="msg_1", model="claude-sonnet-4-5"),
+        ResponseStart(id="msg_1", model="claude-sonnet-4-6"),
         UsageEvent(usage=usage),
         ProviderDataEvent(namespace="anthropic", key="usage_details", value=details),
     ):
@@ -1378,12 +1378,12 @@ def test_a_failed_streams_paid_usage_keeps_what_it_was_billed_beyond_tokens() ->
         ChatResponseBuilder()
         .text('{"name": "Ada"}')
         .provider("anthropic")
-        .model("claude-sonnet-4-5")
+        .model("claude-sonnet-4-6")
     ).build()
     answered = answered.model_copy(
         update={"usage": usage, "provider_data": {"anthropic": {"usage_details": details}}}
     )
-    request = ChatRequest("claude-sonnet-4-5").user("Who?")
+    request = ChatRequest("claude-sonnet-4-6").user("Who?")
     once = allama.extract(MockProvider([answered], name="anthropic"), Named, request).metadata
     assert once.cost is not None and failed.cost is not None
     assert failed.cost.total == once.cost.total

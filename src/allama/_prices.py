@@ -511,20 +511,10 @@ def _price_charge(entry: Charge, batch: bool) -> tuple[Cost, str, str] | str:
             return f"genai-prices {version} has no fast-mode price for {ref}"
         context = _FAST
         ref = f"{ref} (fast mode)"
-    if (
-        _LONG_CONTEXT_TIERED.search(gp_model.id)
-        and (usage.input_tokens or 0) > _LONG_CONTEXT
-        and not any(
-            hasattr(price, "tiers") for price in vars(gp_model.get_prices(when, context)).values()
-        )
-    ):
-        # Anthropic bills a request over 200,000 input tokens (the 1M context window) at
-        # its long-context rates, every token of it: prices without that tier would give
-        # about half the bill.
-        return (
-            f"{usage.input_tokens} input tokens are over {_LONG_CONTEXT:,}, billed at the "
-            f"model's long-context rates, which genai-prices {version} does not hold for {ref}"
-        )
+    if (usage.input_tokens or 0) > _LONG_CONTEXT and _LONG_CONTEXT_TIERED.search(gp_model.id):
+        reason = _long_context_unknown(usage, extras, gp_model, when, context, version, ref)
+        if reason:
+            return reason
     label = f"genai-prices {version}"
     snapshot = genai_prices.data_snapshot.get_snapshot()
     if snapshot.from_auto_update:  # `UpdatePrices` fetched newer prices than the package's
@@ -636,7 +626,45 @@ _LONG_CONTEXT_TIERED = re.compile(r"claude-sonnet-4(?:[-.]5|-0)?(?:$|[@:]|-(?:v\
 """genai-prices' ids of Claude Sonnet 4 and 4.5 (Anthropic's, Bedrock's, Vertex AI's),
 billed at long-context rates above `_LONG_CONTEXT` input tokens (their 1M context window):
 where their prices hold no such tier, no cost (later models are priced flat across the
-window)."""
+window); nor where the input is summed over a server tool loop's passes, which are billed
+each by its own size (`_long_context_unknown`)."""
+
+
+def _long_context_unknown(
+    usage: Usage,
+    extras: Mapping[str, int],
+    gp_model: Any,
+    when: datetime,
+    context: Mapping[str, str] | None,
+    version: str,
+    ref: str,
+) -> str:
+    """Why a call of a model with long-context rates (`_LONG_CONTEXT_TIERED`) whose input
+    is over `_LONG_CONTEXT` has no cost; ``""`` where its price is known.
+
+    Anthropic bills a request over 200,000 input tokens (the 1M context window) at its
+    long-context rates, every token of it, and each sampling pass of a server tool loop by
+    its own input. The usage of a call that ran server tools (web searches) sums its passes'
+    input, which passes all under the threshold reach as well as one over it: the rates of
+    the sum would be about twice the bill of the first. Prices without that tier would give
+    about half the bill of a single request over it.
+    """
+    searches = extras.get("web_searches", 0)
+    if searches > 0:
+        return (
+            f"its {usage.input_tokens} input tokens are summed over the sampling passes of a "
+            f"server tool loop ({searches} web searches), and a pass is billed at the model's "
+            f"long-context rates only where its own input is over {_LONG_CONTEXT:,}: the "
+            f"passes' sizes are unknown ({ref})"
+        )
+    prices = vars(gp_model.get_prices(when, context)).values()
+    if not any(hasattr(price, "tiers") for price in prices):
+        return (
+            f"{usage.input_tokens} input tokens are over {_LONG_CONTEXT:,}, billed at the "
+            f"model's long-context rates, which genai-prices {version} does not hold for {ref}"
+        )
+    return ""
+
 
 _TICKS = Decimal(10_000_000_000)
 """xAI's `cost_in_usd_ticks` to the dollar."""

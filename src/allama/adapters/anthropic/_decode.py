@@ -15,9 +15,12 @@ byte for byte (Anthropic checks them on the next turn). The citations of a text 
 kept verbatim under `provider_data["anthropic"]["citations"]`: a list, in block order, of
 `{"index": i, "citations": [...]}` for each text block with at least one, where `i` is the
 block's position in `ChatResponse.content`. Token counts follow allama's meaning:
-`input_tokens` is all the input, cached or not, which Anthropic splits in three. What usage
-says beyond the counts that changes the bill (`server_tool_use`, `cache_creation` by cache
-lifetime, `service_tier`, `speed`, `inference_geo`) is kept verbatim under
+`input_tokens` is all the input, cached or not, which Anthropic splits in three. Where usage
+lists its sampling passes (`usage.iterations`: a compaction pass, the passes of a server
+tool loop), the counts are their sum, which is what is billed (the top-level counts leave
+out a compaction pass). What usage says beyond the counts that changes the bill
+(`server_tool_use`, `cache_creation` by cache lifetime, `service_tier`, `speed`,
+`inference_geo`, `iterations`) is kept verbatim under
 `provider_data["anthropic"]["usage_details"]`.
 Other unknown fields are ignored everywhere.
 """
@@ -87,13 +90,27 @@ CONTAINER_KEY = "container"
 """The code execution container the message ran in, verbatim (`{"id", "expires_at"}`)."""
 USAGE_DETAILS_KEY = "usage_details"
 """What usage reports besides token counts that changes the bill, verbatim: whichever of
-`server_tool_use`, `cache_creation`, `service_tier`, `speed` and `inference_geo` it carries
-(a speed or a geography only where it is not the standard-priced one)."""
+`server_tool_use`, `cache_creation`, `service_tier`, `speed`, `inference_geo` and
+`iterations` it carries (a speed or a geography only where it is not the standard-priced
+one; `cache_creation` summed over the passes `iterations` lists, where they carry it)."""
 
-_USAGE_DETAILS = ("server_tool_use", "cache_creation", "service_tier", "speed", "inference_geo")
+_USAGE_DETAILS = (
+    "server_tool_use",
+    "cache_creation",
+    "service_tier",
+    "speed",
+    "inference_geo",
+    "iterations",
+)
 """The usage fields that change the bill: web searches, cache writes by how long they are
-kept, the tier, fast mode (`speed`) and the geography inference ran in (`inference_geo`:
-`us` costs more on newer models)."""
+kept, the tier, fast mode (`speed`), the geography inference ran in (`inference_geo`:
+`us` costs more on newer models) and the sampling passes (`iterations`: the long-context
+rates apply to a pass by its own input)."""
+
+_OTHER_MODEL_PASSES = frozenset({"advisor_message"})
+"""The `usage.iterations` entries billed at another model's rates (the advisor tool's
+sub-inferences, at the advisor's), which the top-level counts leave out too: not summed
+into the message's counts."""
 
 _STANDARD: Mapping[str, frozenset[str]] = {
     "speed": frozenset({"standard"}),
@@ -122,17 +139,55 @@ def _count(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def _passes_of(usage: Mapping[str, Any]) -> list[Mapping[str, Any]] | None:
+    """The sampling passes `usage.iterations` lists that are billed at the message's model
+    (a compaction pass, a message pass, the passes of a server tool loop); `None` where it
+    lists none, or one without its input and output counts (then the top-level counts are
+    all there is to go by)."""
+    iterations = usage.get("iterations")
+    if not isinstance(iterations, list) or not iterations:
+        return None
+    passes: list[Mapping[str, Any]] = []
+    for entry in iterations:
+        if not isinstance(entry, dict):
+            return None
+        if entry.get("type") in _OTHER_MODEL_PASSES:
+            continue
+        if _count(entry.get("input_tokens")) is None or _count(entry.get("output_tokens")) is None:
+            return None
+        passes.append(entry)
+    return passes or None
+
+
+def _summed(passes: Sequence[Mapping[str, Any]], key: str, top: Any) -> int | None:
+    """`key` summed over the passes that carry it; the top-level count where none does."""
+    counts = [count for entry in passes if (count := _count(entry.get(key))) is not None]
+    return sum(counts) if counts else _count(top)
+
+
 def usage_of(usage: Mapping[str, Any]) -> Usage:
     """Token counts by allama's names. Anthropic's `input_tokens` leaves out the cached input
-    (read or written), which allama's includes; a count not reported stays `None`."""
-    uncached = _count(usage.get("input_tokens"))
-    written = _count(usage.get("cache_creation_input_tokens"))
-    read = _count(usage.get("cache_read_input_tokens"))
+    (read or written), which allama's includes; a count not reported stays `None`. Where
+    `usage.iterations` lists the sampling passes, each count is their sum (the top-level
+    counts leave out a compaction pass)."""
+    passes = _passes_of(usage) if "iterations" in usage else None
+    if passes is None:
+        uncached = _count(usage.get("input_tokens"))
+        written = _count(usage.get("cache_creation_input_tokens"))
+        read = _count(usage.get("cache_read_input_tokens"))
+        output = _count(usage.get("output_tokens"))
+    else:
+        uncached = sum(entry["input_tokens"] for entry in passes)
+        output = sum(entry["output_tokens"] for entry in passes)
+        written = _summed(
+            passes, "cache_creation_input_tokens", usage.get("cache_creation_input_tokens")
+        )
+        read = _summed(passes, "cache_read_input_tokens", usage.get("cache_read_input_tokens"))
     details = usage.get("output_tokens_details")
     thinking = _count(details.get("thinking_tokens")) if isinstance(details, dict) else None
     return Usage(
         input_tokens=None if uncached is None else uncached + (written or 0) + (read or 0),
-        output_tokens=_count(usage.get("output_tokens")),
+        output_tokens=output,
         reasoning_tokens=thinking,
         cache_read_tokens=read,
         cache_write_tokens=written,
@@ -142,13 +197,35 @@ def usage_of(usage: Mapping[str, Any]) -> Usage:
 def usage_details_of(usage: Mapping[str, Any]) -> dict[str, JsonValue]:
     """The usage fields beyond token counts that change the bill, as sent; those that are
     missing or null left out, and a speed or a geography billed at the standard price (every
-    message says one)."""
-    return {
+    message says one). The cache writes by lifetime (`cache_creation`) are summed over the
+    sampling passes where `iterations` lists them with theirs, as the counts are."""
+    details: dict[str, JsonValue] = {
         key: usage[key]
         for key in _USAGE_DETAILS
         if usage.get(key) is not None
         and not (isinstance(usage[key], str) and usage[key] in _STANDARD.get(key, ()))
     }
+    if "iterations" in details:
+        passes = _passes_of(usage)
+        written = _cache_creation(passes) if passes is not None else None
+        if written is not None:
+            details["cache_creation"] = written
+    return details
+
+
+def _cache_creation(passes: Sequence[Mapping[str, Any]]) -> dict[str, JsonValue] | None:
+    """The cache writes by lifetime summed over the passes that say them; `None` where none
+    does."""
+    summed: dict[str, int] = {}
+    for entry in passes:
+        split = entry.get("cache_creation")
+        if not isinstance(split, dict):
+            continue
+        for key, value in split.items():
+            count = _count(value)
+            if count is not None:
+                summed[key] = summed.get(key, 0) + count
+    return dict(summed) if summed else None
 
 
 def citations_of(block: Mapping[str, Any]) -> list[JsonValue]:

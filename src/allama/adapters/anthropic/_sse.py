@@ -11,8 +11,10 @@ gives for the same message. The citations of a text block (a list on its start, 
 `citations`: every cited text block so far, by allama's index for it, which is its position
 in the collected content; each event holds the list as it stood then. The usage fields
 beyond the token counts that change the bill (`server_tool_use`, `cache_creation`,
-`service_tier`) are running totals like the counts, a later report of one replacing the
-earlier; they are reported under `usage_details` whenever they change. The container a
+`service_tier`, `iterations`) are running totals like the counts, a later report of one
+replacing the earlier; they are reported under `usage_details` whenever they change. Where
+the usage lists its sampling passes (`iterations`, given whole in `message_delta`), each
+count reported is their sum, as in `decode_response`. The container a
 message names (on `message_start`'s message or in `message_delta`'s delta) is reported under
 `container` when it arrives. A tool call's input given on its start is held until its stop
 and used there only if no `input_json_delta` carried its arguments (deltas replace it).

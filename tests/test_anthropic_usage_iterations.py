@@ -1,0 +1,299 @@
+"""Anthropic's usage of a request with several sampling passes, and its cost.
+
+Server-side compaction (beta `compact-2026-01-12`) lists each pass in `usage.iterations`
+(a compaction pass, then the message's), and its top-level counts are the last pass's
+alone: the billed total is the sum over the passes. A server tool loop (web searches)
+reports its input summed over its passes, each of which Anthropic bills at the long-context
+rates only where its own input is over 200,000 tokens: a sum over that says nothing of any
+pass. Each is run through the preset over a mock transport, as a body and as a stream.
+
+The recorded server tool loop is in the corpus (`ALLAMA_CORPUS_DIR`, default
+`../shared/corpus/cases` next to the repository); its tests are skipped without it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests._recording import provider
+
+from allama import ChatRequest, ChatResponse, ExtractionMetadata, ExtractionMode, Usage
+
+pytest.importorskip("genai_prices")
+
+
+def _record(response: ChatResponse) -> ExtractionMetadata:
+    """The record of one pass of `response`, which prices it."""
+    metadata = ExtractionMetadata.new(ExtractionMode.NATIVE)
+    metadata.record_pass(response, lambda warning: warning)
+    return metadata
+
+
+def _stream_of(message: dict[str, Any]) -> bytes:
+    """`message` as Anthropic streams it: its input counts (and one output token) at the
+    start, each block whole at its start, the whole usage in `message_delta`."""
+    usage = message["usage"]
+    start_usage = {k: v for k, v in usage.items() if k not in ("output_tokens", "iterations")}
+    start = {
+        **message,
+        "content": [],
+        "stop_reason": None,
+        "usage": {**start_usage, "output_tokens": 1},
+    }
+    events: list[dict[str, Any]] = [{"type": "message_start", "message": start}]
+    for index, block in enumerate(message["content"]):
+        events.append({"type": "content_block_start", "index": index, "content_block": block})
+        events.append({"type": "content_block_stop", "index": index})
+    delta = {"stop_reason": message["stop_reason"], "stop_sequence": None}
+    events.append({"type": "message_delta", "delta": delta, "usage": usage})
+    events.append({"type": "message_stop"})
+    return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()
+
+
+def _answer(preset_model: str, message: dict[str, Any], *, streamed: bool, **options: Any) -> Any:
+    answer: Any = _stream_of(message) if streamed else message
+    target, _ = provider("anthropic", (200, answer), **options)
+    request = ChatRequest(preset_model).user("go on")
+    if streamed:
+        return target.chat_stream(request).response()
+    return target.chat(request)
+
+
+# Compaction: the passes `usage.iterations` lists are summed.
+
+COMPACTED = {
+    "id": "msg_1",
+    "type": "message",
+    "role": "assistant",
+    "model": "claude-sonnet-4-6",
+    "content": [
+        {"type": "compaction", "content": "Summary of the conversation: ..."},
+        {"type": "text", "text": "Based on our conversation so far..."},
+    ],
+    "stop_reason": "end_turn",
+    "stop_sequence": None,
+    # Anthropic's documented example: the top level is the message pass alone.
+    "usage": {
+        "input_tokens": 23000,
+        "output_tokens": 1000,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+        "iterations": [
+            {"type": "compaction", "input_tokens": 180000, "output_tokens": 3500},
+            {"type": "message", "input_tokens": 23000, "output_tokens": 1000},
+        ],
+    },
+}
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["body", "stream"])
+def test_a_compaction_pass_is_counted_and_priced(streamed: bool) -> None:
+    response = _answer(
+        "claude-sonnet-4-6",
+        COMPACTED,
+        streamed=streamed,
+        headers={"anthropic-beta": "compact-2026-01-12"},
+    )
+    assert response.usage == Usage(
+        input_tokens=203000, output_tokens=4500, cache_read_tokens=0, cache_write_tokens=0
+    )
+    # Each pass, as sent, for what prices a pass by its own size.
+    details = response.provider_data["anthropic"]["usage_details"]
+    assert details["iterations"] == COMPACTED["usage"]["iterations"]
+    cost = _record(response).cost
+    assert cost is not None
+    # 203,000 input tokens at $3 and 4,500 output tokens at $15 a million (not 23,000 and
+    # 1,000: $0.084).
+    assert (cost.input, cost.output, cost.total) == (
+        Decimal("0.609"),
+        Decimal("0.0675"),
+        Decimal("0.6765"),
+    )
+
+
+def _cached_passes() -> dict[str, Any]:
+    """A compaction that read the cached history and wrote a one-hour cache entry, then the
+    message pass, which wrote another: the top level says the last pass's alone."""
+    message_pass = {
+        "type": "message",
+        "input_tokens": 500,
+        "output_tokens": 800,
+        "cache_read_input_tokens": 0,
+        "cache_creation_input_tokens": 20000,
+        "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 20000},
+    }
+    compaction_pass = {
+        "type": "compaction",
+        "input_tokens": 1000,
+        "output_tokens": 3000,
+        "cache_read_input_tokens": 150000,
+        "cache_creation_input_tokens": 10000,
+        "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 10000},
+    }
+    top = {k: v for k, v in message_pass.items() if k != "type"}
+    return {
+        **COMPACTED,
+        "usage": {**top, "iterations": [compaction_pass, message_pass]},
+    }
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["body", "stream"])
+def test_cache_reads_and_writes_are_summed_over_the_passes_by_lifetime(streamed: bool) -> None:
+    response = _answer("claude-sonnet-4-6", _cached_passes(), streamed=streamed)
+    assert response.usage == Usage(
+        input_tokens=181500, output_tokens=3800, cache_read_tokens=150000, cache_write_tokens=30000
+    )
+    details = response.provider_data["anthropic"]["usage_details"]
+    assert details["cache_creation"] == {
+        "ephemeral_5m_input_tokens": 0,
+        "ephemeral_1h_input_tokens": 30000,
+    }
+    cost = _record(response).cost
+    assert cost is not None
+    # 1,500 uncached at $3, 150,000 cache reads at $0.30, 30,000 one-hour writes at $6 a
+    # million; 3,800 out at $15.
+    assert (cost.input, cost.output, cost.total) == (
+        Decimal("0.2295"),
+        Decimal("0.057"),
+        Decimal("0.2865"),
+    )
+
+
+def test_an_advisor_pass_is_not_counted_as_the_executor_s_tokens() -> None:
+    # Billed at the advisor model's rates, and left out of the top-level counts too.
+    message = {
+        **COMPACTED,
+        "content": [{"type": "text", "text": "Done."}],
+        "usage": {
+            "input_tokens": 3000,
+            "output_tokens": 200,
+            "iterations": [
+                {"type": "message", "input_tokens": 1000, "output_tokens": 100},
+                {
+                    "type": "advisor_message",
+                    "model": "claude-opus-4-8",
+                    "input_tokens": 1200,
+                    "output_tokens": 600,
+                },
+                {"type": "message", "input_tokens": 2000, "output_tokens": 100},
+            ],
+        },
+    }
+    response = _answer("claude-sonnet-4-6", message, streamed=False)
+    assert response.usage == Usage(input_tokens=3000, output_tokens=200)
+
+
+def test_passes_without_their_counts_leave_the_top_level_counts() -> None:
+    message = {
+        **COMPACTED,
+        "usage": {
+            "input_tokens": 23000,
+            "output_tokens": 1000,
+            "iterations": [{"type": "fallback_message", "model": "claude-opus-4-8"}],
+        },
+    }
+    response = _answer("claude-sonnet-4-6", message, streamed=False)
+    assert response.usage == Usage(input_tokens=23000, output_tokens=1000)
+
+
+# Long context: a pass is billed at the long-context rates by its own input.
+
+
+def _plain(model: str, usage: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [{"type": "text", "text": "Hi"}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": usage,
+    }
+
+
+PLAIN_LONG = {"input_tokens": 250000, "output_tokens": 1000}
+
+LONG_PASS = {
+    **PLAIN_LONG,
+    "iterations": [{"type": "message", "input_tokens": 250000, "output_tokens": 1000}],
+}
+
+
+@pytest.mark.parametrize("usage", [PLAIN_LONG, LONG_PASS], ids=["plain", "one-pass-listed"])
+@pytest.mark.parametrize("streamed", [False, True], ids=["body", "stream"])
+def test_one_request_over_200k_is_priced_at_the_long_context_rates(
+    streamed: bool, usage: dict[str, Any]
+) -> None:
+    message = _plain("claude-sonnet-4-5-20250929", usage)
+    response = _answer("claude-sonnet-4-5", message, streamed=streamed)
+    cost = _record(response).cost
+    assert cost is not None
+    # 250,000 input tokens at $6 and 1,000 output tokens at $22.50 a million (the standard
+    # rates are $3 and $15).
+    assert (cost.input, cost.output, cost.total) == (
+        Decimal("1.5"),
+        Decimal("0.0225"),
+        Decimal("1.5225"),
+    )
+
+
+DEFAULT_CORPUS = Path(__file__).resolve().parents[1].parent / "shared/corpus/cases"
+CORPUS = Path(os.environ.get("ALLAMA_CORPUS_DIR", DEFAULT_CORPUS))
+PAUSED_LOOP = CORPUS / "anthropic" / "pause_turn_server_tool.json"
+
+
+def _paused_loop() -> dict[str, Any]:
+    """The recorded loop: claude-sonnet-4-5 without the 1M context window (no pass can be
+    over 200,000 tokens), ten web searches, 401,468 input tokens summed over its passes."""
+    if not PAUSED_LOOP.is_file():
+        pytest.skip(f"no recorded traffic at {PAUSED_LOOP}")
+    body: dict[str, Any] = json.loads(PAUSED_LOOP.read_text())["response_body"]
+    assert body["usage"]["input_tokens"] == 401468
+    assert body["usage"]["server_tool_use"] == {"web_search_requests": 10}
+    return body
+
+
+@pytest.mark.parametrize(
+    ("preset_model", "body_model", "ref"),
+    [
+        ("claude-sonnet-4-5", None, "anthropic/claude-sonnet-4-5"),
+        # Its prices hold no long-context tier: the reason is still the passes'.
+        ("claude-sonnet-4-0", "claude-sonnet-4-20250514", "anthropic/claude-sonnet-4-0"),
+    ],
+)
+@pytest.mark.parametrize("streamed", [False, True], ids=["body", "stream"])
+def test_a_server_tool_loop_over_200k_summed_has_no_cost_with_the_reason(
+    streamed: bool, preset_model: str, body_model: str | None, ref: str
+) -> None:
+    body = _paused_loop()
+    if body_model is not None:
+        body = {**body, "model": body_model}
+    response = _answer(preset_model, body, streamed=streamed)
+    assert response.usage == Usage(
+        input_tokens=401468, output_tokens=792, cache_read_tokens=0, cache_write_tokens=0
+    )
+    record = _record(response)
+    # Not the long-context rates of the sum ($2.526628), nor a claim that the call's input
+    # was over 200,000.
+    assert record.cost is None
+    assert record.cost_missing == (
+        "its 401468 input tokens are summed over the sampling passes of a server tool loop "
+        "(10 web searches), and a pass is billed at the model's long-context rates only "
+        f"where its own input is over 200,000: the passes' sizes are unknown ({ref})"
+    )
+
+
+def test_a_server_tool_loop_within_200k_is_priced_at_the_standard_rates() -> None:
+    body = _paused_loop()
+    usage = {**body["usage"], "input_tokens": 150000}
+    response = _answer("claude-sonnet-4-5", {**body, "usage": usage}, streamed=False)
+    cost = _record(response).cost
+    assert cost is not None
+    # 150,000 at $3 and 792 at $15 a million, and ten searches at $10 a thousand.
+    assert cost.total == Decimal("0.56188")
