@@ -3,7 +3,9 @@ dialect's decoders: DeepSeek's reasoning sent back, a leading `<think>` block re
 reasoning, llama.cpp's full context, vLLM's roles, OpenRouter's error beside its choices,
 Groq's strict tools per model family, OpenRouter's unnamed "requested parameters", the
 choices after the first (`n`) warned of and kept, Groq's 498 `capacity_exceeded` tried
-again, and no reasoning effort sent to Groq's Llama 3.x."""
+again, no reasoning effort sent to Groq's Llama 3.x, no log-probabilities asked of an
+Azure deployment taken for a reasoning model, and OpenRouter's `require_parameters` kept
+for a schema with a warning where the caller gave another."""
 
 from __future__ import annotations
 
@@ -924,3 +926,133 @@ def test_groqs_other_models_still_take_theirs(model: str, wire: str) -> None:
     target, recorder = provider("groq", (200, completion({"content": "ok"})))
     target.chat(ChatRequest(model, reasoning_effort="high").user("hi"))
     assert recorder.bodies[0]["reasoning_effort"] == wire
+
+
+# 11. An Azure deployment taken for a reasoning model is asked for no log-probabilities
+
+AZURE_V1 = "https://res.openai.azure.com/openai/v1"
+TAKEN = (
+    " at reasoning effort `high` (a deployment that names no model, asked for a reasoning "
+    "effort, is taken for a reasoning model)"
+)
+
+
+def test_a_deployment_taken_for_a_reasoning_model_is_asked_for_no_logprobs() -> None:
+    # Every OpenAI reasoning model answers 400 to `logprobs` at an effort other than `none`.
+    target, recorder = provider(
+        "azure-openai", (200, completion({"content": "ok"})), base_url=AZURE_V1
+    )
+    request = ChatRequest("prod", logprobs=3, reasoning_effort="high", temperature=0.5).user("hi")
+    response = target.chat(request)
+    assert recorder.bodies[0] == {
+        "model": "prod",
+        "messages": [{"role": "user", "content": "hi"}],
+        "reasoning_effort": "high",
+    }
+    assert [(w.kind, w.subject, w.message) for w in response.warnings] == [
+        (
+            WarningKind.UNSUPPORTED,
+            FieldSubject(field=RequestField.LOGPROBS),
+            f"`prod` on Azure OpenAI reports no log-probabilities{TAKEN}",
+        ),
+        (
+            WarningKind.UNSUPPORTED,
+            FieldSubject(field=RequestField.TEMPERATURE),
+            f"`prod` on Azure OpenAI takes no `temperature` other than 1{TAKEN}",
+        ),
+    ]
+    # At effort `none` it takes both; without an effort it is not taken for one.
+    for effort in ("none", None):
+        target.chat(request.model_copy(update={"reasoning_effort": effort}))
+        body = recorder.bodies[-1]
+        assert (body["logprobs"], body["top_logprobs"], body["temperature"]) == (True, 3, 0.5)
+
+
+# 12. OpenRouter's `require_parameters`, which a schema needs, is not given up silently
+
+LLAMA = "meta-llama/llama-3.3-70b-instruct"
+PERSON_FORMAT = allama.ResponseFormat.for_schema(
+    {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}, name="p"
+)
+NEEDS = (
+    "was not sent: the request's schema needs `require_parameters: true`, or OpenRouter may "
+    "route it to an upstream that ignores it"
+)
+
+
+def _routed(provider_option: Any, *, schema: bool = True) -> tuple[dict[str, Any], list[Any]]:
+    target, recorder = provider("openrouter", (200, completion({"content": '{"a":"x"}'})))
+    request = ChatRequest(LLAMA, response_format=PERSON_FORMAT if schema else None).user("json")
+    request = request.with_option_json("openai_compat", {"provider": provider_option})
+    response = target.chat(request)
+    options = [
+        (w.kind, w.message)
+        for w in response.warnings
+        if w.subject == FieldSubject(field=RequestField.OPTIONS)
+    ]
+    return recorder.bodies[0], options
+
+
+def test_openrouter_says_it_sent_require_parameters_over_the_callers_false() -> None:
+    body, options = _routed({"order": ["groq"], "require_parameters": False})
+    assert body["provider"] == {"order": ["groq"], "require_parameters": True}
+    assert options == [
+        (
+            WarningKind.UNSUPPORTED,
+            "`require_parameters` of `provider` of the body option `openai_compat` (false) "
+            f"{NEEDS}; `require_parameters: true` was sent",
+        )
+    ]
+    # Without a schema, the caller's routing goes as given.
+    body, options = _routed({"require_parameters": False}, schema=False)
+    assert (body["provider"], options) == ({"require_parameters": False}, [])
+    # Their own `true`, or none, is no loss.
+    for routing in ({"order": ["groq"], "require_parameters": True}, {"order": ["groq"]}):
+        body, options = _routed(routing)
+        assert (body["provider"], options) == ({"order": ["groq"], "require_parameters": True}, [])
+
+
+def test_openrouter_says_it_dropped_a_provider_that_is_no_object() -> None:
+    body, options = _routed("groq")
+    assert body["provider"] == {"require_parameters": True}
+    assert options == [
+        (
+            WarningKind.UNSUPPORTED,
+            '`provider` of the body option `openai_compat` ("groq") was not sent: it is not an '
+            "object, and the request's schema needs `require_parameters: true`, or OpenRouter "
+            'may route it to an upstream that ignores it; `{"require_parameters":true}` was sent',
+        )
+    ]
+
+
+def test_openrouter_refuses_the_callers_false_before_sending_under_the_error_policy() -> None:
+    target, recorder = provider("openrouter", (200, completion({"content": '{"a":"x"}'})))
+    request = (
+        ChatRequest(LLAMA, response_format=PERSON_FORMAT)
+        .user("json")
+        .with_option_json("openai_compat", {"provider": {"require_parameters": False}})
+        .with_unsupported_policy(allama.UnsupportedPolicy.ERROR)
+    )
+    with pytest.raises(UnsupportedError) as raised:
+        target.chat(request)
+    assert raised.value.field is RequestField.OPTIONS
+    assert recorder.bodies == []
+
+
+def test_openrouters_responses_api_says_so_too() -> None:
+    usage = {"input_tokens": 1, "output_tokens": 1, "total_tokens": 2}
+    answer = {"id": "r", "object": "response", "status": "completed", "model": "m"}
+    target, recorder = provider(
+        "openrouter", (200, {**answer, "output": [], "usage": usage}), api="responses"
+    )
+    request = ChatRequest("openai/gpt-5", response_format=PERSON_FORMAT).user("json")
+    request = request.with_option_json(
+        "openai_responses", {"provider": {"order": ["openai"], "require_parameters": False}}
+    )
+    response = target.chat(request)
+    assert recorder.bodies[0]["provider"] == {"order": ["openai"], "require_parameters": True}
+    options = FieldSubject(field=RequestField.OPTIONS)
+    assert [w.message for w in response.warnings if w.subject == options] == [
+        "`require_parameters` of `provider` of the body option `openai_responses` (false) "
+        f"{NEEDS}; `require_parameters: true` was sent"
+    ]

@@ -14,9 +14,12 @@
    what the body gives, split anywhere, and a streamed forced-tool extraction finds it.
 5. `json_object` to OpenAI needs an input message that says "json" (`instructions` do not
    count): allama's note for the mode goes as a `developer` message first in the input
-   where no input message says it.
+   where no input message says it, and its warning says so (naming `instructions` only
+   where the request has some).
 6. Reasoning items are left out, with a warning, for a model whose family does not reason
    (OpenAI answers 400 to them); a model nobody knows (an Azure deployment) still gets them.
+7. An Azure deployment taken for a reasoning model (named for none, asked for an effort)
+   is asked for no log-probabilities at an effort other than `none`, as for no sampling.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from allama.types import (
     CapabilitySupport,
     ChatCapability,
     ChatResponse,
+    FieldSubject,
     Finish,
     FinishReason,
     ReasoningEffort,
@@ -632,8 +636,8 @@ def test_json_mode_with_no_word_for_json_gets_the_note_as_a_developer_message() 
         {"role": "user", "content": "Hi"},
     ]
     assert [w.message for w in out.warnings] == [
-        'OpenAI takes JSON mode only when the messages ask for JSON; "Answer with one JSON '
-        'object." was added to the system instructions'
+        'OpenAI takes JSON mode only when the input messages ask for JSON; "Answer with one '
+        'JSON object." was added first in the input as a developer message'
     ]
 
 
@@ -648,8 +652,8 @@ def test_json_asked_for_in_the_instructions_only_is_said_again_in_the_input() ->
     ]
     assert [w.message for w in out.warnings] == [
         "OpenAI takes JSON mode only when the input messages ask for JSON, and `instructions` "
-        'do not count; "Answer with one JSON object." was added to the input as a developer '
-        "message"
+        'do not count; "Answer with one JSON object." was added first in the input as a '
+        "developer message"
     ]
 
 
@@ -713,6 +717,78 @@ def test_the_note_is_a_system_message_where_the_endpoint_has_no_developer_role()
         degradations=Degradations.for_request("openai", request),
     )
     assert http.body["input"][0] == {"role": "system", "content": "Answer with one JSON object."}
+
+
+def test_a_json_word_in_a_tool_result_alone_gets_the_note_and_names_no_instructions() -> None:
+    """A tool result is no input message: the note goes first, and the warning speaks of
+    no `instructions`, which the request has none of."""
+    made, sent = strict_openai()
+    request = (
+        ChatRequest("gpt-4.1")
+        .user("Hi")
+        .assistant([ToolCall(id="call_1", name="f", arguments="{}")])
+        .tool_result("call_1", "json stuff")
+        .with_response_format(JSON_MODE)
+    )
+    out = made.chat(request)
+    assert "instructions" not in sent[0]
+    assert sent[0]["input"][:2] == [
+        {"role": "developer", "content": "Answer with one JSON object."},
+        {"role": "user", "content": "Hi"},
+    ]
+    assert [w.message for w in out.warnings] == [
+        'OpenAI takes JSON mode only when the input messages ask for JSON; "Answer with one '
+        'JSON object." was added first in the input as a developer message'
+    ]
+
+
+def test_an_azure_deployment_is_told_where_its_json_note_went() -> None:
+    made, recorder = provider(
+        "azure-openai",
+        answer("prod", ANSWER_ITEM),
+        api="responses",
+        base_url="https://res.openai.azure.com/openai/v1",
+    )
+    out = made.chat(ChatRequest("prod").user("Hi").with_response_format(JSON_MODE))
+    assert recorder.bodies[0]["input"] == [
+        {"role": "developer", "content": "Answer with one JSON object."},
+        {"role": "user", "content": "Hi"},
+    ]
+    assert [w.message for w in out.warnings] == [
+        'Azure OpenAI takes JSON mode only when the input messages ask for JSON; "Answer with '
+        'one JSON object." was added first in the input as a developer message'
+    ]
+
+
+def test_where_the_instructions_go_as_an_input_item_the_note_goes_with_them() -> None:
+    """(xAI's beside a `previous_response_id`, were its endpoint to take the JSON rule.)"""
+    target = allama.provider("xai", api="responses", api_key="sk-x-123456")
+    adapter: Any = target._adapter
+    request = (
+        ChatRequest("grok-3")
+        .system("Be brief.")
+        .user("Hi")
+        .with_response_format(JSON_MODE)
+        .with_option_json("openai_responses", {"previous_response_id": "resp_0"})
+    )
+    degradations = Degradations.for_request("xai", request)
+    http = encode_request(
+        request,
+        dataclasses.replace(adapter.profile, json_mode_word=True),
+        adapter.table.family("grok-3"),
+        url="https://api.x.ai/v1/responses",
+        headers={},
+        stream=False,
+        degradations=degradations,
+    )
+    assert http.body["input"] == [
+        {"role": "system", "content": "Be brief.\n\nAnswer with one JSON object."},
+        {"role": "user", "content": "Hi"},
+    ]
+    assert [w.message for w in degradations.warnings] == [
+        'xAI takes JSON mode only when the input messages ask for JSON; "Answer with one '
+        'JSON object." was added to the system message that opens the input'
+    ]
 
 
 # 6. No reasoning items for a model that does not reason
@@ -794,3 +870,40 @@ def test_reasoning_items_still_go_to_a_model_nobody_knows() -> None:
         None,
     ]
     assert second.warnings == ()
+
+
+# 7. An Azure deployment taken for a reasoning model is asked for no log-probabilities
+
+TAKEN = (
+    " at reasoning effort `high` (a deployment that names no model, asked for a reasoning "
+    "effort, is taken for a reasoning model)"
+)
+
+
+def test_a_deployment_taken_for_a_reasoning_model_is_asked_for_no_logprobs() -> None:
+    made, recorder = provider(
+        "azure-openai",
+        answer("prod", ANSWER_ITEM),
+        api="responses",
+        base_url="https://res.openai.azure.com/openai/v1",
+    )
+    request = ChatRequest("prod", logprobs=3, reasoning_effort="high", temperature=0.5).user("Hi")
+    out = made.chat(request)
+    body = recorder.bodies[0]
+    assert "top_logprobs" not in body and "temperature" not in body
+    assert body["include"] == ["reasoning.encrypted_content"]
+    assert [(w.subject, w.message) for w in out.warnings] == [
+        (
+            FieldSubject(field=RequestField.LOGPROBS),
+            f"`prod` on Azure OpenAI reports no log-probabilities{TAKEN}",
+        ),
+        (
+            FieldSubject(field=RequestField.TEMPERATURE),
+            f"`prod` on Azure OpenAI takes no `temperature` other than 1{TAKEN}",
+        ),
+    ]
+    # At effort `none` it takes both.
+    made.chat(request.model_copy(update={"reasoning_effort": "none"}))
+    assert recorder.bodies[1]["top_logprobs"] == 3
+    assert recorder.bodies[1]["include"] == ["message.output_text.logprobs"]
+    assert recorder.bodies[1]["temperature"] == 0.5

@@ -520,13 +520,7 @@ class _Encoder:
         if fmt.type == "text":
             return {"type": "text"}
         if fmt.type == "json":
-            if self.profile.json_mode_word and not _says_json(self.request.messages):
-                self.schema_instruction = JSON_OBJECT_NOTE
-                self.degradations.approximate(
-                    field,
-                    f"{display} takes JSON mode only when the messages ask for JSON; "
-                    f'"{JSON_OBJECT_NOTE}" was added to the system instructions',
-                )
+            self.json_mode_note()
             return {"type": "json_object"}
         if fmt.type == "choice":
             # A grammar (llama.cpp's own field), or nothing: Chat Completions has no such
@@ -540,6 +534,18 @@ class _Encoder:
                 )
             return None
         return self.json_schema(fmt)
+
+    def json_mode_note(self) -> None:
+        """allama's note for JSON mode, with a warning, where the endpoint takes the mode only
+        when the messages say "json" (OpenAI's) and none does."""
+        if not self.profile.json_mode_word or _says_json(self.request.messages):
+            return
+        self.schema_instruction = JSON_OBJECT_NOTE
+        self.degradations.approximate(
+            RequestField.RESPONSE_FORMAT,
+            f"{self.profile.display_name} takes JSON mode only when the messages ask for JSON; "
+            f'"{JSON_OBJECT_NOTE}" was added to the system instructions',
+        )
 
     def option_replaced(self, field: RequestField, where: str, theirs: Any) -> None:
         """Say that the body option's `where` went in place of what `field` made allama send
@@ -602,13 +608,14 @@ class _Encoder:
     def logprobs_refused_at(self, effort: str | None) -> bool:
         """Whether the model refuses log-probabilities at the reasoning `effort` sent (said,
         under the policy): one that takes sampling only at effort `none` (GPT-5.1 and
-        later) takes them on the same terms, and OpenAI answers 400 at another."""
-        if self.family.sampling != "without_reasoning" or effort in (None, "none"):
+        later, or a deployment taken for a reasoning model) takes them on the same terms,
+        and OpenAI answers 400 at another."""
+        if self.takes_sampling() != "without_reasoning" or effort in (None, "none"):
             return False
         self.degradations.refuse(
             RequestField.LOGPROBS,
             f"`{self.request.model}` on {self.profile.display_name} reports no "
-            f"log-probabilities at reasoning effort `{effort}`",
+            f"log-probabilities at reasoning effort `{effort}`{self.guessed_why()}",
         )
         return True
 
@@ -721,16 +728,7 @@ class _Encoder:
         effort sent: some models take them only without reasoning, some only with thinking
         turned off in the body option)."""
         request = self.request
-        takes = self.family.sampling
-        # A deployment named for no model asked for an effort is a reasoning model's
-        # (Azure's `prod` serving o3): it takes sampling at effort `none` alone. Only on
-        # Azure, whose model ids are its user's names: an unknown id elsewhere may reason
-        # and take sampling (Qwen3).
-        guessed = (
-            takes == "yes" and self.profile.name == "azure-openai" and self.effort_says_reasoning()
-        )
-        if guessed:
-            takes = "without_reasoning"
+        takes = self.takes_sampling()
         if (
             takes == "yes"
             or (takes == "without_reasoning" and effort in (None, "none"))
@@ -744,11 +742,8 @@ class _Encoder:
                 '`"thinking": {"type": "disabled"}` in the body option)'
             ),
         }.get(takes, "")
-        if guessed:
-            unless = (
-                f" at reasoning effort `{effort}` (a deployment that names no model, asked "
-                "for a reasoning effort, is taken for a reasoning model)"
-            )
+        if self.reasoning_guessed():
+            unless = f" at reasoning effort `{effort}`{self.guessed_why()}"
         kept: list[float | None] = []
         for field, value in (
             (RequestField.TEMPERATURE, request.temperature),
@@ -764,6 +759,32 @@ class _Encoder:
             )
             kept.append(None)
         return kept[0], kept[1]
+
+    def takes_sampling(self) -> str:
+        """On what terms the model takes sampling (and log-probabilities): its family's,
+        or only without reasoning where it is taken for a reasoning model
+        (`reasoning_guessed`)."""
+        return "without_reasoning" if self.reasoning_guessed() else self.family.sampling
+
+    def reasoning_guessed(self) -> bool:
+        """Whether a deployment named for no model, asked for an effort, is taken for a
+        reasoning model (Azure's `prod` serving o3): it takes sampling and log-probabilities
+        at effort `none` alone. Only on Azure, whose model ids are its user's names: an
+        unknown id elsewhere may reason and take sampling (Qwen3)."""
+        return (
+            self.family.sampling == "yes"
+            and self.profile.name == "azure-openai"
+            and self.effort_says_reasoning()
+        )
+
+    def guessed_why(self) -> str:
+        """Why a refusal holds, where only `reasoning_guessed` says the model reasons."""
+        if not self.reasoning_guessed():
+            return ""
+        return (
+            " (a deployment that names no model, asked for a reasoning effort, is taken for a "
+            "reasoning model)"
+        )
 
     def reasoning_model(self) -> bool:
         """Whether the model is a reasoning model: as its family says, else as the request's
@@ -893,17 +914,46 @@ class _Encoder:
             if key in body and key in given and given[key] != body[key]:
                 self.option_replaced(field, key, given[key])
         if profile.require_parameters and self.schema_sent:
-            # The caller's routing (`order`, `allow_fallbacks`) with ours: an upstream that
-            # would drop the schema is not chosen.
-            routing = given.pop("provider", None)
-            body["provider"] = {
-                **(routing if isinstance(routing, dict) else {}),
-                "require_parameters": True,
-            }
+            body["provider"] = self.schema_routing(given)
+            given.pop("provider", None)
         if given:
             self.as_sent = self.settings_replaced(given, limit_field, max_tokens is None)
         body.update(given)
         return body
+
+    def schema_routing(self, option: Mapping[str, Any]) -> dict[str, Any]:
+        """OpenRouter's `provider` for a request whose schema is sent: the caller's routing
+        (`order`, `allow_fallbacks`, in the body `option`) with `require_parameters: true`,
+        so that no upstream that would drop the schema is chosen (and a model with none
+        that takes it answers the 404 an extraction falls back on). What the caller gave in
+        its place is not sent, with a refusal on `RequestField.OPTIONS`, as the stream's
+        `include_usage` is kept: a `require_parameters` other than true, a `provider` that
+        is no object."""
+        ours: dict[str, Any] = {"require_parameters": True}
+        if "provider" not in option:
+            return ours
+        theirs = option["provider"]
+        what = f"`provider` of the body option `{self.namespace}`"
+        why = (
+            "the request's schema needs `require_parameters: true`, or "
+            f"{self.profile.display_name} may route it to an upstream that ignores it"
+        )
+        if not isinstance(theirs, dict):
+            given = json.dumps(theirs, ensure_ascii=False, separators=(",", ":"), default=repr)
+            self.degradations.refuse(
+                RequestField.OPTIONS,
+                f"{what} ({given}) was not sent: it is not an object, and {why}",
+                instead='`{"require_parameters":true}` was sent',
+            )
+            return ours
+        if theirs.get("require_parameters", True) is not True:
+            said = json.dumps(theirs["require_parameters"], ensure_ascii=False, default=repr)
+            self.degradations.refuse(
+                RequestField.OPTIONS,
+                f"`require_parameters` of {what} ({said}) was not sent: {why}",
+                instead="`require_parameters: true` was sent",
+            )
+        return {**theirs, **ours}
 
     def settings_replaced(
         self, given: dict[str, Any], limit_field: str, no_limit: bool

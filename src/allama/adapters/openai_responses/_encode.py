@@ -188,6 +188,10 @@ class _Encoder(_ChatEncoder):
         extra = request.option_json(BODY_OPTION)
         self.extra: dict[str, Any] = extra if isinstance(extra, dict) else {}
         self.store = self.extra.get("store") is True
+        # The opening instructions, and whether an input message says "json": `body` sets
+        # them before the response format, whose note and warnings depend on them.
+        self.instructions: str | None = None
+        self.input_json = False
 
     # Input
 
@@ -563,34 +567,38 @@ class _Encoder(_ChatEncoder):
         fmt = self.response_format()
         return None if fmt is None else {"format": fmt}
 
-    def json_word_missing(
-        self, text: dict[str, Any] | None, instructions: str | None, items: list[dict[str, Any]]
-    ) -> bool:
-        """Whether `json_object` goes to an endpoint that takes it only when an input message
-        says "json" (OpenAI: "Response input messages must contain the word 'json'"), and
-        none does: `instructions` do not count (unless they go as an input item, xAI's)."""
-        if text is None or text["format"].get("type") != "json_object":
-            return False
-        if not self.profile.json_mode_word or _input_says_json(items):
-            return False
-        opening = "\n\n".join(part for part in (instructions, self.schema_instruction) if part)
-        return not (self.no_instructions() and "json" in opening.lower())
+    def json_mode_note(self) -> None:
+        """allama's note for JSON mode, with a warning, where the endpoint takes the mode only
+        when an input message says "json" (OpenAI: "Response input messages must contain
+        the word 'json'") and none does: `instructions` do not count, unless they go as an
+        input item (xAI's, `no_instructions`). The warning names them only where the
+        request has some."""
+        if not self.profile.json_mode_word or self.input_json:
+            return
+        counted = self.no_instructions()
+        if counted and "json" in (self.instructions or "").lower():
+            return
+        self.schema_instruction = JSON_OBJECT_NOTE
+        unless = ""
+        if self.instructions is not None and not counted:
+            unless = ", and `instructions` do not count"
+        place = f"first in the input as a {self.note_role()} message"
+        if counted:  # (the instructions are the system message that opens the input)
+            place = "to the system message that opens the input"
+        self.degradations.approximate(
+            RequestField.RESPONSE_FORMAT,
+            f"{self.profile.display_name} takes JSON mode only when the input messages ask "
+            f'for JSON{unless}; "{JSON_OBJECT_NOTE}" was added {place}',
+        )
 
-    def json_note(self, note: str | None) -> dict[str, Any]:
-        """The input message, first, that says "json" for `json_object`: the note allama
-        writes for the mode (the schema in words, where it has one), as the instructions a
-        developer message is (a system one where the endpoint has no such role)."""
-        role = "developer" if self.profile.developer_role else "system"
-        if note is None:
-            # The caller's instructions asked for JSON; the endpoint does not read them there.
-            note = JSON_OBJECT_NOTE
-            self.degradations.approximate(
-                RequestField.RESPONSE_FORMAT,
-                f"{self.profile.display_name} takes JSON mode only when the input messages "
-                f'ask for JSON, and `instructions` do not count; "{note}" was added to the '
-                f"input as a {role} message",
-            )
-        return {"role": role, "content": note}
+    def note_first(self) -> bool:
+        """Whether allama's note for `json_object` (JSON mode's, or the schema in words) goes
+        first in the input, as the instructions a developer message is: where the endpoint
+        reads the input alone for "json" (`json_mode_note`), and none of it says the word."""
+        return self.profile.json_mode_word and not self.input_json and not self.no_instructions()
+
+    def note_role(self) -> str:
+        return "developer" if self.profile.developer_role else "system"
 
     # Settings
 
@@ -675,14 +683,16 @@ class _Encoder(_ChatEncoder):
         request = self.request
         self.refuse_missing()
         instructions, items = self.conversation()
+        self.instructions, self.input_json = instructions, _input_says_json(items)
         tools = self.tools()
         reasoning, reasons = self.reasoning()
         top_logprobs = self.output_logprobs(None if reasoning is None else reasoning["effort"])
         body: dict[str, Any] = {"model": request.model}
         text = self.text()  # before the instructions: it may add the schema to them
         note = self.schema_instruction
-        if self.json_word_missing(text, instructions, items):
-            items = [self.json_note(note), *items]
+        json_object = text is not None and text["format"].get("type") == "json_object"
+        if note is not None and json_object and self.note_first():
+            items = [{"role": self.note_role(), "content": note}, *items]
         elif note is not None:
             instructions = note if instructions is None else f"{instructions}\n\n{note}"
         if instructions is not None and self.no_instructions():
@@ -724,11 +734,7 @@ class _Encoder(_ChatEncoder):
         if self.stream:
             body["stream"] = True
         if self.profile.require_parameters and self.schema_sent:
-            routing = self.extra.get("provider")
-            body["provider"] = {
-                **(routing if isinstance(routing, dict) else {}),
-                "require_parameters": True,
-            }
+            body["provider"] = self.schema_routing(self.extra)
         given = option_fields(
             body, self.extra, BODY_OPTION, stream=self.stream, degradations=self.degradations
         )
