@@ -2,7 +2,8 @@
 reports (billed, as a body's is); Vertex AI resource model names are called where Vertex
 serves them and answered from their model's capability row; the body option in Google's
 snake_case spelling is merged with allama's fields, not sent beside them; a trailing
-`data: [DONE]` does not lose a finished answer."""
+`data: [DONE]` does not lose a finished answer; a model's name that would cut the URL or
+name another path is refused before sending, live and as a batch job's."""
 
 from __future__ import annotations
 
@@ -406,3 +407,122 @@ def test_a_trailing_done_marker_keeps_the_finished_answer(flavour: str) -> None:
     unfinished = Endpoint(sse(body([{"text": "hel"}], finish=None)) + DONE).provider()
     with pytest.raises(IncompleteStreamError):
         streamed(unfinished, ChatRequest(MODEL).user("x"), flavour)
+
+
+# 5. A model's name in the URL: its `/` kept, the rest quoted, what would cut it refused
+
+API = "https://generativelanguage.googleapis.com/v1beta/"
+GEMINI_NAMES = {
+    MODEL: f"{API}models/{MODEL}",
+    f"models/{MODEL}": f"{API}models/{MODEL}",
+    "tunedModels/my-tune-1": f"{API}tunedModels/my-tune-1",
+    "my model": f"{API}models/my%20model",
+    "models/dé p": f"{API}models/d%C3%A9%20p",
+    "models/a[b]": f"{API}models/a%5Bb%5D",
+    "models/...x": f"{API}models/...x",
+}
+VERTEX_NAMES = {
+    f"publishers/google/models/{MODEL}": f"{VERTEX}{SCOPE}publishers/google/models/{MODEL}",
+    ENDPOINT: f"{VERTEX}{ENDPOINT}",
+    "google/my model": f"{VERTEX}{SCOPE}publishers/google/models/my%20model",
+    "my model": f"{VERTEX}{SCOPE}publishers/google/models/my%20model",
+}
+UNNAMABLE = [
+    ("g#1", "it holds '#', which a model's name in the URL cannot carry"),
+    ("g?x=1", "it holds '?', which a model's name in the URL cannot carry"),
+    ("models/g%2F1", "it holds '%', which a model's name in the URL cannot carry"),
+    ("models/g\n1", "it holds '\\n', which a model's name in the URL cannot carry"),
+    ("g\x7f", "it holds '\\x7f', which a model's name in the URL cannot carry"),
+    ("models/../../v1/x", "its part `..` is a step to this folder or its parent, not a name"),
+    (
+        f"publishers/google/models/./{MODEL}",
+        "its part `.` is a step to this folder or its parent, not a name",
+    ),
+    ("..", "its part `..` is a step to this folder or its parent, not a name"),
+]
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_a_models_name_is_quoted_with_its_slashes_kept(flavour: str) -> None:
+    for preset, names in (("gemini", GEMINI_NAMES), ("vertex-gemini", VERTEX_NAMES)):
+        for model, url in names.items():
+            if preset == "gemini":
+                endpoint = Endpoint(body([{"text": "hi"}]))
+                streaming = Endpoint(sse(body([{"text": "hi"}])))
+                target, stream_target = endpoint.provider(), streaming.provider()
+            else:
+                target, endpoint = vertex(body([{"text": "hi"}]))
+                stream_target, streaming = vertex(sse(body([{"text": "hi"}])))
+            called(target, ChatRequest(model).user("x"), flavour)
+            streamed(stream_target, ChatRequest(model).user("x"), flavour)
+            assert endpoint.urls == [f"{url}:generateContent"], model
+            assert streaming.urls == [f"{url}:streamGenerateContent?alt=sse"], model
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+@pytest.mark.parametrize("preset", ["gemini", "vertex-gemini"])
+@pytest.mark.parametrize(("model", "wrong"), UNNAMABLE)
+def test_a_models_name_that_would_cut_the_url_is_refused_before_sending(
+    model: str, wrong: str, preset: str, flavour: str
+) -> None:
+    if preset == "gemini":
+        endpoint = Endpoint(body([{"text": "hi"}]))
+        target = endpoint.provider()
+    else:
+        target, endpoint = vertex(body([{"text": "hi"}]))
+    request = ChatRequest(model).user("x")
+    for call in (called, streamed):
+        with pytest.raises(InvalidRequestError) as caught:
+            call(target, request, flavour)
+        error = caught.value
+        assert type(error) is InvalidRequestError
+        assert str(error) == (
+            f"the model {model!r} cannot be named in the URL: {wrong} (a model's name has "
+            "letters, digits, `-`, `_` and `.`, and `/` between its parts)"
+        )
+        assert (error.provider, error.model, error.status) == (preset, model, None)
+    # A dry run refuses it as the call does.
+    with pytest.raises(InvalidRequestError):
+        target.validate_chat_request(request)
+    assert endpoint.urls == []
+
+
+@pytest.mark.parametrize(
+    ("model", "path"),
+    [
+        (MODEL, f"models/{MODEL}"),
+        (f"models/{MODEL}", f"models/{MODEL}"),
+        ("tunedModels/my-tune-1", "tunedModels/my-tune-1"),
+        ("my model", "models/my%20model"),
+    ],
+)
+def test_a_gemini_batch_job_names_its_model_as_a_live_call_does(model: str, path: str) -> None:
+    from allama.adapters._jobs._gemini import DIALECT
+    from allama.providers._jobs import provider_jobs
+
+    jobs = provider_jobs(allama.provider("gemini", api_key="k"))
+    entries = [jobs.entry("key0", ChatRequest(model).user("doc"))[0]]
+    create = next(DIALECT.submit(jobs.target(model), entries, "allama-x"))
+    assert create.url == f"{API}{path}:batchGenerateContent"
+
+
+@pytest.mark.parametrize(("model", "wrong"), UNNAMABLE)
+def test_a_gemini_batch_job_refuses_a_name_that_would_cut_the_url(model: str, wrong: str) -> None:
+    from allama.adapters._jobs._gemini import DIALECT
+    from allama.providers._jobs import provider_jobs
+
+    jobs = provider_jobs(allama.provider("gemini", api_key="k"))
+    said = (
+        f"the model {model!r} cannot be named in the URL: {wrong} (a model's name has "
+        "letters, digits, `-`, `_` and `.`, and `/` between its parts)"
+    )
+    # Its requests are refused as its live calls are, when encoded as the job's entries ...
+    with pytest.raises(InvalidRequestError) as caught:
+        jobs.entry("key0", ChatRequest(model).user("doc"))
+    assert (str(caught.value), caught.value.provider) == (said, "gemini")
+    # ... and a job to it is never asked for, nothing uploaded.
+    entries = [jobs.entry("key0", ChatRequest(MODEL).user("doc"))[0]]
+    steps = DIALECT.submit(jobs.target(model), entries, "allama-x")
+    with pytest.raises(InvalidRequestError) as caught:
+        next(steps)
+    assert (str(caught.value), caught.value.model) == (said, model)

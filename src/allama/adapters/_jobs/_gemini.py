@@ -34,6 +34,7 @@ from allama.adapters._jobs import (
     too_many_jobs,
     unread,
 )
+from allama.adapters.gemini._adapter import check_model_name, model_path
 from allama.errors import MessageOrigin, NotFoundError
 
 INLINE_BYTES = 19_000_000
@@ -72,6 +73,9 @@ class GeminiJobs:
         tag: str,
         uploaded: dict[str, str] | None = None,
     ) -> Steps:
+        # Refused as a live call to it is, before anything is uploaded (a run's entries to
+        # it were refused already, when encoded).
+        check_model_name(target.model, None)
         total = sum(self.size(entry) for entry in entries)
         if total <= INLINE_BYTES:
             source: dict[str, Any] = {
@@ -96,7 +100,7 @@ class GeminiJobs:
         if uploaded is not None:
             uploaded[CREATE_ASKED] = tag
         # `gemini-2.5-flash` and `models/gemini-2.5-flash` name one model, as in a live call.
-        model = target.model if "/" in target.model else f"models/{target.model}"
+        model = model_path(target.model)
         created = json_of(
             (yield post(target, f"{target.base_url}/{model}:batchGenerateContent", body))
         )
