@@ -105,6 +105,8 @@ def test_native_extraction_is_exact_and_counts_the_call(local: LlamaCppProvider)
     usage = meta.usage
     assert usage is not None and usage.input_tokens and usage.output_tokens
     assert usage.output_tokens >= len(extracted.value.model_dump_json()) // 4
+    # The engine serves the model under its file's name (not one character of it).
+    assert extracted.response.model == "tiny"
 
 
 def _sharing(provider: LlamaCppProvider) -> LlamaCppProvider:

@@ -211,7 +211,7 @@ class LocalEngine:
         began = time.perf_counter()
         params = xllamacpp.CommonParams()
         params.model.path = str(path)
-        params.model_alias = path.stem
+        params.model_alias = {path.stem}  # a set of names: a string would be its letters
         params.hostnames = ["127.0.0.1"]
         params.port = 0
         params.n_ctx = self.context
