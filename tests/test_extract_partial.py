@@ -15,6 +15,8 @@ import datetime
 import itertools
 import json
 import sys
+import types
+import typing
 import warnings
 from typing import Annotated, Any, Literal, NotRequired
 
@@ -1288,3 +1290,149 @@ def test_a_typed_dict_with_an_aliased_item_streams_without_a_warning() -> None:
     assert {"name": "ab"} in seen and {"name": "abc"} in seen
     assert seen[-1] == {}  # -1 and "abcd" are left out
     assert all("user_id" not in p for p in seen if p)
+
+
+# A container of the other kind than the type says (an object where it says list, a list
+# where it says model or map) is no value of the type: while it is open, as once it closes,
+# the preview leaves it out (the field is not set; the value itself is `None`).
+
+
+class Member(BaseModel):
+    name: str
+    age: int
+
+
+class Crew(BaseModel):
+    members: list[int] = []
+    lead: Member | None = None
+    roster: dict[str, Member] = {}
+    name: str = ""
+
+
+class Kinds(BaseModel):
+    pair: tuple[int, ...] = ()
+    tags: set[str] = set()
+    either: dict[str, int] | list[int] | None = None
+    scores: dict[str, int] | None = None
+    people: list[Member] = []
+    name: str = ""
+
+
+def _every_preview(tp: Any, text: str) -> tuple[list[Any], Any]:
+    """The partial value after each character of `text` streamed, and `finish()`'s value
+    (`ParseError`'s class where it raises one)."""
+    provider = MockStreamingProvider.with_stream(events(list(text), NATIVE))
+    request = ChatRequest("m").user("extract").with_option(NATIVE)
+    seen: list[Any] = []
+    with Extractor().extract_stream(provider, tp, request) as opened:
+        for event in opened:
+            if isinstance(event, TextDelta):
+                seen.append(opened.partial)
+        try:
+            value: Any = opened.finish().value
+        except ParseError:
+            value = ParseError
+    return seen, value
+
+
+@pytest.mark.parametrize(
+    ("tp", "text"),
+    [
+        (list[Member], '{"people": [{"name": "Ada", "age": 36}]}'),
+        (Member, '[{"name": "Ada", "age": 36}]'),
+        (dict[str, Member], '[{"name": "Ada", "age": 36}]'),
+        (Member | None, '[{"name": "Ada"}, {"name": "Bo"}]'),
+    ],
+)
+def test_a_value_in_the_other_kind_of_container_is_never_previewed(tp: Any, text: str) -> None:
+    seen, value = _every_preview(tp, text)
+    assert value is ParseError
+    assert seen == [None] * len(text)
+
+
+def test_a_field_in_the_other_kind_of_container_is_left_out_while_it_is_open() -> None:
+    text = (
+        '{"members": {"a": 1}, "lead": [{"name": "Ada", "age": 36}], '
+        '"roster": [{"name": "Bo", "age": 3}], "name": "Cy"}'
+    )
+    seen, value = _every_preview(Crew, text)
+    assert value is ParseError
+    assert all(type(p) is Crew for p in seen)
+    shown = [p.model_dump(exclude_unset=True) for p in seen]
+    assert list(dict.fromkeys(map(json.dumps, shown))) == [
+        "{}",
+        '{"name": ""}',
+        '{"name": "C"}',
+        '{"name": "Cy"}',
+    ]
+
+
+def test_a_container_a_branch_of_the_union_takes_is_shown_and_others_left_out() -> None:
+    wrong = '{"pair": {"a": 1}, "tags": {"a": "b"}, "either": [1, 2], "scores": [1]}'
+    seen, value = _every_preview(Kinds, wrong)
+    assert value is ParseError
+    shown = [p.model_dump(exclude_unset=True) for p in seen if p is not None]
+    assert shown[-1] == {"either": [1, 2]}
+    assert all(set(dump) <= {"either"} for dump in shown)
+
+    right = '{"either": {"a": 1}, "scores": {"b": 2, "c": 3}, "pair": [4], "tags": ["t"]}'
+    seen, value = _every_preview(Kinds, right)
+    assert value == Kinds(either={"a": 1}, scores={"b": 2, "c": 3}, pair=(4,), tags={"t"})
+    shown = [p.model_dump(exclude_unset=True) for p in seen if p is not None]
+    assert {"either": {"a": 1}, "scores": {"b": 2}} in shown
+    assert shown[-1] == value.model_dump(exclude_unset=True)
+
+
+def _fits(value: Any, tp: Any) -> bool:
+    """Whether `value` is a value of `tp` as a preview is one: a model holds the fields that
+    arrived (those not arrived yet are not set), each of its field's type; a list's items,
+    a map's values, of theirs; anything else what strict validation takes as it is."""
+    origin = typing.get_origin(tp)
+    if origin is typing.Union or origin is types.UnionType:
+        return any(_fits(value, option) for option in typing.get_args(tp))
+    if tp is type(None):
+        return value is None
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        fields = tp.model_fields
+        return type(value) is tp and all(
+            _fits(getattr(value, name), fields[name].annotation) for name in value.model_fields_set
+        )
+    if origin is list:
+        (item,) = typing.get_args(tp)
+        return type(value) is list and all(_fits(each, item) for each in value)
+    if origin is dict:
+        _, item = typing.get_args(tp)
+        return type(value) is dict and all(
+            type(key) is str and _fits(each, item) for key, each in value.items()
+        )
+    try:
+        return bool(TypeAdapter(tp).validate_python(value, strict=True) == value)
+    except ValidationError:
+        return False
+
+
+_json_keys = st.sampled_from(
+    ["name", "age", "members", "lead", "roster", "pair", "tags", "either", "scores", "people"]
+)
+_json_documents = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 99) | st.sampled_from(["", "Ada", "7"]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_json_keys, inner, max_size=4),
+    max_leaves=14,
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    document=_json_documents,
+    tp=st.sampled_from([list[Member], Member, Crew, dict[str, Member], Kinds, Member | None]),
+)
+def test_every_preview_of_any_document_is_none_or_of_the_type(document: Any, tp: Any) -> None:
+    """Whatever shape the model writes, each preview is a value of the type as far as it
+    goes; where `finish()` returns a value, each is consistent with it."""
+    seen, value = _every_preview(tp, json.dumps(document))
+    for partial in seen:
+        assert partial is None or _fits(partial, tp), partial
+    if value is not ParseError:
+        for partial in seen:
+            assert_consistent(partial, value)
+        assert seen[-1] == value

@@ -604,6 +604,75 @@ def test_a_stream_dropped_without_closing_still_ends_its_spans(
     assert all(attrs(span)["allama.stream.closed_early"] for span in traced.spans)
 
 
+def _extraction_attributes(traced: Traced) -> dict[str, Any]:
+    """The `allama.*` attributes of the one extraction span, which is unfailed."""
+    extraction = traced.one("extract Program")
+    assert extraction.status.status_code is StatusCode.UNSET
+    return {key: value for key, value in attrs(extraction).items() if key.startswith("allama.")}
+
+
+@FLAVOURS
+def test_a_stream_read_to_its_end_and_closed_without_finish_was_not_closed_early(
+    traced: Traced, flavour: str
+) -> None:
+    extractor = Extractor(tracer_provider=traced.provider)
+
+    def sync() -> None:
+        with extractor.extract_stream(openai(Script(sse(ANSWER))), Program, REQUEST) as stream:
+            for _ in stream:
+                pass
+            assert stream.partial == Program(name="Ada Lovelace", year=1843)
+
+    async def async_() -> None:
+        provider = openai(Script(sse(ANSWER)))
+        async with extractor.aextract_stream(provider, Program, REQUEST) as stream:
+            async for _ in stream:
+                pass
+
+    run(flavour, sync, async_)
+    closed = _extraction_attributes(traced)
+    assert "allama.stream.closed_early" not in closed
+    # The pass was made and paid: counted, with its usage, as `finish()` counts it.
+    assert closed["allama.extract.passes"] == 1
+    assert closed["allama.extract.enforcement"] == "exact"
+    assert closed["allama.extract.usage.input_tokens"] == 30
+    assert closed["allama.extract.usage.output_tokens"] == 12
+    call = traced.one(f"chat {MODEL}")
+    assert "allama.stream.closed_early" not in attrs(call)
+    assert attrs(call)["gen_ai.response.finish_reasons"] == ("stop",)
+
+    traced.exporter.clear()
+    with extractor.extract_stream(openai(Script(sse(ANSWER))), Program, REQUEST) as stream:
+        stream.finish()
+    assert _extraction_attributes(traced) == closed
+
+
+@FLAVOURS
+def test_a_stream_read_to_its_end_and_dropped_was_not_closed_early(
+    traced: Traced, flavour: str
+) -> None:
+    extractor = Extractor(tracer_provider=traced.provider)
+
+    def sync() -> None:
+        stream = extractor.extract_stream(openai(Script(sse(ANSWER))), Program, REQUEST)
+        for _ in stream:
+            pass
+        del stream
+
+    async def async_() -> None:
+        stream = await extractor.aextract_stream(openai(Script(sse(ANSWER))), Program, REQUEST)
+        async for _ in stream:
+            pass
+        del stream
+
+    run(flavour, sync, async_)
+    gc.collect()
+    dropped = _extraction_attributes(traced)
+    assert "allama.stream.closed_early" not in dropped
+    assert dropped["allama.extract.passes"] == 1
+    assert dropped["allama.extract.usage.output_tokens"] == 12
+
+
 @FLAVOURS
 def test_a_stream_that_fails_while_read_and_is_dropped_fails_its_span_and_is_freed(
     traced: Traced, flavour: str

@@ -880,7 +880,9 @@ class ExtractionSpan:
             self._end()
 
     def closed_early(self, metadata: ExtractionMetadata | None) -> None:
-        """A stream closed (or dropped) before its value was read: ended, not failed."""
+        """A stream closed (or dropped) before its response ended: ended, not failed. One
+        closed after that end, its value not read, is not early: it ends with the pass it
+        made (`succeed`)."""
         if self.ended:
             return
         try:
@@ -890,15 +892,22 @@ class ExtractionSpan:
         finally:
             self._end()
 
-    def watch(self, stream: object, metadata: Callable[[], ExtractionMetadata | None]) -> None:
-        """End the span when the extraction stream is dropped without being closed."""
+    def watch(
+        self, stream: object, metadata: Callable[[], tuple[ExtractionMetadata, bool]]
+    ) -> None:
+        """End the span when the extraction stream is dropped without being closed:
+        `metadata` gives its record then, and whether it was dropped before its end."""
         self._finalizer = weakref.finalize(stream, _dropped_extraction, self, metadata)
 
 
 def _dropped_extraction(
-    span: ExtractionSpan, metadata: Callable[[], ExtractionMetadata | None]
+    span: ExtractionSpan, metadata: Callable[[], tuple[ExtractionMetadata, bool]]
 ) -> None:
-    span.closed_early(metadata())
+    record, early = metadata()
+    if early:
+        span.closed_early(record)
+    else:
+        span.succeed(record)
 
 
 def _answered_by(outcome: object) -> str | None:

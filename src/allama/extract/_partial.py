@@ -1568,8 +1568,13 @@ class _Frame:
         return _finish_child(shape, self.values)
 
     def with_tail(self, tail: Any) -> Any:
-        """This container as far as it goes, with the open child `tail` in place."""
+        """This container as far as it goes, with the open child `tail` in place; `_MISSING`
+        where its shape does not describe it: a container its type validates whole (shown
+        once it closes), or one of the other kind (an object where the type says list), not
+        the type's at all (`finish()` fails on it, a field of it is left out)."""
         shape = self.shape
+        if shape is not None and not self.typed():
+            return _MISSING
         if self.is_object:
             values = self.values
             if tail is not _MISSING and self.key is not None:
@@ -2175,10 +2180,7 @@ class PartialValue(Generic[T]):
             elif shape is None:
                 tail = text
         for frame in reversed(self._stack):
-            partial = frame.with_tail(tail)
-            if type(frame.shape) is _Leaf:  # a container its type validates whole
-                partial = frame.shape.partial(partial)
-            tail = partial
+            tail = frame.with_tail(tail)
         return tail
 
     def settle(self, value: Any) -> None:

@@ -57,6 +57,19 @@ def _record_so_far(opened: Opened, made: bool = False) -> ExtractionMetadata:
     return record
 
 
+def _record_at_close(opened: Opened) -> tuple[ExtractionMetadata, bool]:
+    """The record of a stream closed (or dropped) without `finish()`, and whether it was
+    closed early. One whose response ended (its `Finish` event came, no error after it) was
+    answered whole: its pass was made and paid, counted as `finish()` counts it (its usage,
+    its degradations), without reading the value; `False`. Else `_record_so_far`, `True`."""
+    collector = opened.stream.collector
+    if not collector.finished or collector.error is not None:
+        return _record_so_far(opened), True
+    record = opened.metadata.model_copy(deep=True)
+    record.record_pass(collector.finish(), opened.target.reword)
+    return record, False
+
+
 def _same_fields_set(built: Any, value: Any) -> bool:
     """Whether a model built by the partial value lists the fields set that the validated
     one does (`==` does not compare them; a validator that fills a field may add one)."""
@@ -80,7 +93,7 @@ class _Observer(Generic[T]):
         """The provider's refusal of the output that failed the stream, and the failure it
         was read as (`_with_record`): raised again as that when `finish()` meets it."""
         if span is not None:
-            span.watch(self, partial(_record_so_far, opened))
+            span.watch(self, partial(_record_at_close, opened))
         self._pieces: list[str] = []
         self._joined = ""
         self._joined_count = 0
@@ -314,14 +327,19 @@ class _Observer(Generic[T]):
             self._span.fail(raised, record)
 
     def _closing(self) -> None:
-        """The stream is closed: its span ends, failed or closed before its value."""
+        """The stream is closed: its span ends, failed, closed before its response ended,
+        or with the pass its response made where it ended (`_record_at_close`)."""
         span = self._span
         if span is None or span.ended:
             return
         if self._failed is not None:
             span.fail(self._failed)
+            return
+        record, early = _record_at_close(self._opened)
+        if early:
+            span.closed_early(record)
         else:
-            span.closed_early(_record_so_far(self._opened))
+            span.succeed(record)
 
     def finish_with(self, collector: StreamCollector) -> Extracted[T]:
         span = self._span
