@@ -1,11 +1,14 @@
 """`local` says what the running engine cannot do, instead of sending it to be lost or to
 fail: images for a model without vision, tools for a chat template without tool calls, a
 named tool the request does not give; a generation that filled its slot's context is not
-a token limit reached; engine failures are allama errors; engine options of 0 are refused.
+a token limit reached; engine failures are allama errors; engine options of 0 are refused;
+a call in flight when `local` is closed fails as closed, not to be retried, and starts no
+engine after the close.
 
 The engine is faked: a `LocalEngine` marked running with the properties llama.cpp's
 `/props` answered (`xllamacpp` 2026.10.11549, SmolLM2), its HTTP calls answered by a mock
-transport with the bodies that server sent.
+transport with the bodies that server sent; but for the closes (marked `local`), which run
+the real engine on a tiny model.
 """
 
 from __future__ import annotations
@@ -14,14 +17,17 @@ import asyncio
 import base64
 import json
 import pickle
+import re
 import sys
+import threading
+import time
 import types
 from pathlib import Path
 from typing import Any
 
 import httpx2
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 import allama
 from allama import (
@@ -466,3 +472,234 @@ def test_a_named_tool_not_among_the_tools_is_refused(policy: UnsupportedPolicy) 
         assert str(refused.value) == "tool_choice names `zzz`, which is not among the tools"
         assert not refused.value.retryable
     assert server.sent == []
+
+
+# 7. Closing with a call in flight: on the real engine, with a tiny model
+
+
+class _Lines(BaseModel):
+    # Many items under a grammar: a long generation (seconds) from the tiny model.
+    lines: list[str] = Field(min_length=1_500)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("xllamacpp", reason="the llama.cpp engine is not installed")
+    pytest.importorskip("gguf", reason="the tiny test models need the gguf package")
+    from _tiny_gguf import write_tiny_model
+
+    return write_tiny_model(tmp_path_factory.mktemp("gguf") / "tiny.gguf").path
+
+
+def _long_request() -> ChatRequest:
+    schema = _Lines.model_json_schema()
+    return (
+        ChatRequest("tiny")
+        .user("Many lines.")
+        .with_max_output_tokens(3_000)
+        .with_temperature(0)
+        .with_response_format(
+            allama.ResponseFormat(type="json_schema", json_schema=schema, name="l", strict=True)
+        )
+    )
+
+
+def _short_request() -> ChatRequest:
+    return ChatRequest("tiny").user("Hi.").with_max_output_tokens(5).with_temperature(0)
+
+
+def _generating(engine: LocalEngine) -> None:
+    """Wait until the engine's slot generates (llama.cpp's `/slots`): a call in flight."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        slots = httpx2.get(f"{engine.address}/slots", timeout=5).json()
+        if any(slot.get("is_processing") for slot in slots):
+            return
+        time.sleep(0.02)
+    raise AssertionError("the call never reached the engine")
+
+
+def _closed_in_flight(error: Exception, address: str, model: str | None = "tiny") -> None:
+    """`error` is the one of a call whose provider was closed under it, at `address`."""
+    assert type(error) is Error
+    where = re.escape(address.removeprefix("http://"))
+    assert re.fullmatch(
+        r"the provider's connections were closed \(close\(\) or aclose\(\)\) while the "
+        rf"call to {where} was in flight \(\w+Error\)",
+        str(error),
+    ), str(error)
+    assert (error.retryable, error.provider, error.model) == (False, "local", model)
+
+
+@pytest.mark.local
+def test_closing_local_under_a_sync_call_fails_it_as_closed_and_no_retry_restarts_it(
+    tiny: Path,
+) -> None:
+    provider = allama.provider("local", model=tiny)
+    assert isinstance(provider, LlamaCppProvider) and provider.engine is not None
+    engine = provider.engine
+    provider.start()
+    address = engine.address
+    sleeps: list[float] = []
+    outcome: list[object] = []
+
+    def ask() -> None:
+        try:
+            outcome.append(RetryingProvider(provider, sleep=sleeps.append).chat(_long_request()))
+        except Exception as error:
+            outcome.append(error)
+
+    asking = threading.Thread(target=ask)
+    asking.start()
+    try:
+        _generating(engine)
+    finally:
+        provider.close()
+        asking.join(60)
+    (error,) = outcome
+    assert isinstance(error, Exception)
+    _closed_in_flight(error, address)
+    assert sleeps == []  # not retried: a retry would start the engine and generate again
+    assert not engine.running
+
+
+@pytest.mark.local
+def test_closing_local_under_a_sync_extraction_stream_fails_it_as_closed(
+    tiny: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    provider = allama.provider("local", model=tiny)
+    assert isinstance(provider, LlamaCppProvider) and provider.engine is not None
+    engine = provider.engine
+    provider.start()
+    address = engine.address
+    begun, ended = threading.Event(), threading.Event()
+    outcome: list[object] = []
+    # The stream's read wakes as the engine stops; its client is let go only after that
+    # read failed (stopping a bigger model's engine takes that long).
+    transport = provider._transport
+    close = transport.close
+
+    def close_after_the_read() -> None:
+        ended.wait(30)
+        close()
+
+    monkeypatch.setattr(transport, "close", close_after_the_read)
+
+    def read() -> None:
+        try:
+            with allama.extract_stream(provider, _Lines, _long_request()) as stream:
+                for _ in stream:
+                    if getattr(stream.partial, "lines", None):
+                        begun.set()
+            outcome.append(stream)
+        except Exception as error:
+            outcome.append(error)
+        ended.set()
+        begun.set()
+
+    reading = threading.Thread(target=read)
+    reading.start()
+    try:
+        assert begun.wait(60)
+    finally:
+        provider.close()
+        reading.join(60)
+    (error,) = outcome
+    assert isinstance(error, Exception)
+    _closed_in_flight(error, address, model=None)  # (a stream's read names no model)
+    assert not engine.running
+
+
+_STARTING_CLOSED = (
+    "the provider's connections were closed (close() or aclose()) while the call to the "
+    "local engine was in flight (starting it); a call made after the close starts it again"
+)
+
+
+def _slow_load(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, threading.Event]:
+    """Hold llama.cpp's load of the model until the second event is set; the first is set
+    as it begins."""
+    import xllamacpp  # type: ignore[import-untyped,import-not-found,unused-ignore]
+
+    loading, loaded = threading.Event(), threading.Event()
+
+    def server(params: object) -> object:
+        loading.set()
+        loaded.wait(60)
+        return xllamacpp.Server(params)
+
+    slow = types.SimpleNamespace(CommonParams=xllamacpp.CommonParams, Server=server)
+    monkeypatch.setitem(sys.modules, "xllamacpp", slow)
+    return loading, loaded
+
+
+@pytest.mark.local
+def test_closing_local_while_a_sync_call_loads_the_model_fails_it_and_starts_nothing(
+    tiny: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    loading, loaded = _slow_load(monkeypatch)
+    provider = allama.provider("local", model=tiny)
+    assert isinstance(provider, LlamaCppProvider) and provider.engine is not None
+    engine = provider.engine
+    outcome: list[object] = []
+
+    def ask() -> None:
+        try:
+            outcome.append(provider.chat(_short_request()))
+        except Exception as error:
+            outcome.append(error)
+
+    asking = threading.Thread(target=ask)
+    asking.start()
+    closing = threading.Thread(target=provider.close)
+    try:
+        assert loading.wait(60)
+        closing.start()
+        time.sleep(0.2)  # the close has begun: it waits for the load to stop the engine
+    finally:
+        loaded.set()
+        closing.join(60)
+        asking.join(60)
+    (error,) = outcome
+    assert type(error) is Error and str(error) == _STARTING_CLOSED
+    assert (error.retryable, error.provider, error.model) == (False, "local", "tiny")
+    assert not engine.running
+    # A call made after the close starts the engine again.
+    try:
+        assert provider.chat(_short_request()).usage is not None
+        assert engine.running
+    finally:
+        provider.close()
+    assert not engine.running
+
+
+@pytest.mark.local
+def test_aclosing_local_while_an_async_call_loads_the_model_fails_it_and_starts_nothing(
+    tiny: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    loading, loaded = _slow_load(monkeypatch)
+    provider = allama.provider("local", model=tiny)
+    assert isinstance(provider, LlamaCppProvider) and provider.engine is not None
+    engine = provider.engine
+    release = threading.Timer(0.2, loaded.set)
+
+    async def run() -> BaseException | None:
+        task = asyncio.create_task(provider.achat(_short_request()))
+        try:
+            assert await asyncio.to_thread(loading.wait, 60)
+            release.start()  # after the close has begun: it waits for the load
+            await provider.aclose()
+            assert not engine.running
+        finally:
+            loaded.set()
+            await asyncio.wait([task])
+        return task.exception()
+
+    try:
+        error = asyncio.run(run())
+    finally:
+        release.join(60)
+        provider.close()
+    assert type(error) is Error and str(error) == _STARTING_CLOSED
+    assert (error.retryable, error.provider, error.model) == (False, "local", "tiny")
+    assert not engine.running

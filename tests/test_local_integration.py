@@ -604,7 +604,7 @@ def test_closing_local_with_a_request_waiting_at_the_server_ends_it_at_once() ->
     import threading
     import time
 
-    from allama.errors import NetworkError
+    from allama.errors import Error
 
     provider = allama.provider("local")
     assert isinstance(provider, LlamaCppProvider)
@@ -630,7 +630,9 @@ def test_closing_local_with_a_request_waiting_at_the_server_ends_it_at_once() ->
     assert not closing.is_alive()
     asking.join(120)
     (ended,) = outcome
-    assert isinstance(ended, NetworkError)
+    # Closed under it: the provider's own error, not a network failure to try again.
+    assert type(ended) is Error and not ended.retryable
+    assert "closed (close() or aclose()) while the call" in str(ended)
     assert provider.engine is not None and not provider.engine.running
 
 

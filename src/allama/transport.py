@@ -729,6 +729,10 @@ class Transport:
         """The async clients of our own by loop, made as each loop first calls (a sync
         program loads neither asyncio nor this)."""
         self._http_log: Any = None
+        self._closing = False
+        """Set by the provider that owns this transport while it closes what the calls on
+        it wait for before it closes the transport (`local` stops its engine first): a call
+        that fails meanwhile was closed under."""
         _TRANSPORTS.add(self)
 
     @property
@@ -967,8 +971,9 @@ class Transport:
 
     def _closed_under(self, client: httpx2.Client) -> bool:
         """Whether the sync `client` a call took was closed since: `close()` lets go of a
-        client of its own before it wakes the calls on it, and closes it after."""
-        return client is not self._client or client.is_closed
+        client of its own before it wakes the calls on it, and closes it after; its owner
+        may wake them before (`_closing`)."""
+        return client is not self._client or client.is_closed or self._closing
 
     def close(self) -> None:
         """Close the sync client, and the connections of the async clients of loops that

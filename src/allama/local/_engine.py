@@ -17,7 +17,7 @@ import socket
 import threading
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -194,6 +194,11 @@ class LocalEngine:
         Raises `ModelNotFoundError` without a model, `EngineNotInstalledError` without the
         engine, `EngineStartError` when the server fails to load or to become healthy.
         """
+        return self._start_unless(None)
+
+    def _start_unless(self, refuse: Callable[[], None] | None) -> str:
+        """`start()`, calling `refuse` first, under the lock a stop takes, when the server is
+        to be started: it raises to start none (a call to a provider closed since it began)."""
         with self._lock:
             if self._parent_pid is not None:
                 raise EngineStartError(
@@ -202,6 +207,8 @@ class LocalEngine:
                     "alone: make a new provider (or LocalEngine) in this process"
                 )
             if self._server is None:
+                if refuse is not None:
+                    refuse()
                 self._start()
             return self.base_url
 

@@ -34,9 +34,11 @@ import asyncio
 import json
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import replace
-from typing import Any, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
 from allama._degradations import Degradations
 from allama.adapters import openai_compat as wire
@@ -44,11 +46,12 @@ from allama.adapters._http import HttpRequest, HttpResponse
 from allama.adapters.openai_compat._adapter import ChatCompletionsAdapter
 from allama.adapters.openai_compat._capabilities import ModelFamily
 from allama.adapters.openai_compat._sse import ChatStreamDecoder, SseEvent
-from allama.errors import Error, InvalidRequestError, ServerError, UnsupportedError
+from allama.errors import Error, InvalidRequestError, NetworkError, ServerError, UnsupportedError
 from allama.local._engine import LocalEngine, template_capabilities
 from allama.providers._http import HttpOptions, HttpProvider
 from allama.providers._presets import Preset
 from allama.stream import AsyncChatStream, ChatStream
+from allama.transport import Transport, _closed_error, _request_of
 from allama.types import (
     CapabilitySupport,
     ChatCapability,
@@ -69,6 +72,9 @@ from allama.types import (
     Warning,
 )
 
+if TYPE_CHECKING:
+    from allama._tracing import CallSpan
+
 __all__ = ["CUT_OFF_KEY", "LlamaCppProvider", "is_cut_off_message"]
 
 _CUT_OFF = re.compile(r"does not match the expected [\w-]+ format", re.IGNORECASE)
@@ -81,6 +87,13 @@ _NO_VISION = re.compile(r"image input is not supported", re.IGNORECASE)
 _TOOL_CALLS = "supports_tool_calls"
 _PARALLEL_TOOL_CALLS = "supports_parallel_tool_calls"
 """Keys of the running server's `chat_template_caps`."""
+
+_CALL: ContextVar[tuple[LlamaCppProvider, int] | None] = ContextVar(
+    "allama_local_call", default=None
+)
+"""The `local` provider a call runs on, and its count of closes when the call began."""
+
+_CLOSED = "the provider's connections were closed (close() or aclose())"
 
 _ENGINE_ANSWERS = frozenset(
     {
@@ -231,9 +244,12 @@ def _check_engine_options(
 class LlamaCppProvider(HttpProvider):
     """llama.cpp's server: `allama.provider("local")` or `allama.provider("llama-cpp", ...)`.
 
-    `local` starts llama.cpp in this process on the first request (or on `start()`; an
-    async request loads the model in a worker thread, off the event loop), on
-    127.0.0.1 with a port the OS picks, and stops it on `close()` or at exit. Options:
+    `local` starts llama.cpp in this process on the first request (or on `start()`), on
+    127.0.0.1 with a port the OS picks, and stops it on `close()` or at exit. Loading the
+    model holds the interpreter (the GIL) while it lasts, 1.5 s for the packaged model:
+    an async request that loads it stalls the event loop all the same, though it loads in
+    a worker thread, so call `start()` before latency matters. A call in flight when the
+    provider is closed fails as closed, and starts no engine after the close. Options:
     `model` (a GGUF path; else `ALLAMA_LOCAL_MODEL`, else the packaged SmolLM2),
     `threads` (1), `context` (4096 tokens, at least 64, shared by `parallel` slots),
     `parallel` (1),
@@ -287,6 +303,9 @@ class LlamaCppProvider(HttpProvider):
         self._read_again = False
         """Whether a call reads `/props` again: it failed on the way or on the server (5xx:
         a model still loading), not by a refusal that holds (4xx: no such path, no key)."""
+        self._closes = 0
+        """How many closes stopped `local`'s engine: a call that began before one fails as
+        closed rather than start the engine again (a retry would run it all again)."""
         if local:
             if engine is None:
                 engine = LocalEngine(
@@ -308,13 +327,17 @@ class LlamaCppProvider(HttpProvider):
 
     def start(self) -> LlamaCppProvider:
         """Start the local engine now rather than on the first request (a no-op if running)."""
+        self._start(None)
+        return self
+
+    def _start(self, refuse: Callable[[], None] | None) -> None:
+        """`start()`, with `refuse` called first when the engine is to be started."""
         if self._engine is not None:
             try:
-                self._base_url = self._engine.start()
+                self._base_url = self._engine._start_unless(refuse)
             except Error as error:
                 error.with_provider(self.name)
                 raise
-        return self
 
     # Capabilities: the running server knows what the model's template can do.
 
@@ -506,35 +529,139 @@ class LlamaCppProvider(HttpProvider):
         return request.without_tools()
 
     def chat(self, request: ChatRequest) -> ChatResponse:
-        if self._reads_properties(request, again=True):
-            self._read_properties()
-        return super().chat(request)
+        with self._call():
+            if self._reads_properties(request, again=True):
+                self._read_properties()
+            return super().chat(request)
 
     def chat_stream(self, request: ChatRequest) -> ChatStream:
-        if self._reads_properties(request, again=True):
-            self._read_properties()
-        return super().chat_stream(request)
+        with self._call():
+            if self._reads_properties(request, again=True):
+                self._read_properties()
+            return super().chat_stream(request)
 
     async def achat(self, request: ChatRequest) -> ChatResponse:
-        await self._astart(request)
-        return await super().achat(request)
+        with self._call():
+            await self._astart(request)
+            return await super().achat(request)
 
     async def achat_stream(self, request: ChatRequest) -> AsyncChatStream:
-        await self._astart(request)
-        return await super().achat_stream(request)
+        with self._call():
+            await self._astart(request)
+            return await super().achat_stream(request)
 
     async def _astart(self, request: ChatRequest) -> None:
-        """Load the model, or read `llama-cpp`'s `/props`, off the event loop: loading
-        takes seconds for a real model."""
+        """Start the engine, or read `llama-cpp`'s `/props`, in a worker thread: waiting for
+        the server to answer leaves the loop free (loading the model itself holds the GIL)."""
         if self._engine is not None and not self._engine.running:
-            await asyncio.to_thread(self.start)
+            await asyncio.to_thread(self._start_for_call, request.model)
         elif self._reads_properties(request, again=True):
             await asyncio.to_thread(self._read_properties)
 
     def _endpoint(self, model: str, *, stream: bool = False) -> tuple[str, Mapping[str, str]]:
         if self._engine is not None:
-            self.start()
+            self._start_for_call(model)
         return super()._endpoint(model, stream=stream)
+
+    # A call in flight through a close: `local`'s engine is stopped under it, and neither the
+    # call nor a retry of it starts the engine again.
+
+    @contextmanager
+    def _call(self) -> Iterator[None]:
+        """Mark what runs inside as one call, begun at the present count of closes."""
+        token = _CALL.set((self, self._closes))
+        try:
+            yield
+        finally:
+            _CALL.reset(token)
+
+    def _closed_since_call(self) -> bool:
+        """Whether the call running here began before a close that stopped the engine."""
+        began = _CALL.get()
+        return began is not None and began[0] is self and began[1] != self._closes
+
+    def _start_for_call(self, model: str) -> None:
+        """Start the engine for the call running here, unless the provider was closed since
+        it began: looked at under the engine's lock, which its stop takes too, so that none
+        starts after the close."""
+        self._start(lambda: self._check_not_closed(model))
+        self._check_not_closed(model)  # closed as it loaded: the close stops it
+
+    def _check_not_closed(self, model: str) -> None:
+        if self._closed_since_call():
+            raise (
+                Error(
+                    f"{_CLOSED} while the call to the local engine was in flight (starting "
+                    "it); a call made after the close starts it again"
+                )
+                .mark_authored()
+                .with_provider(self.name)
+                .with_model(model)
+            )
+
+    def _closed_under_call(self, error: NetworkError) -> Error | None:
+        """The closed error for a network failure of a call whose engine a close stopped:
+        not one to try again (`None`: no close came since the call began)."""
+        if not self._closed_since_call():
+            return None
+        cause = error.__cause__
+        if not isinstance(cause, Exception):
+            cause = error
+        closed = _closed_error(_CLOSED, cause, _request_of(cause, None))
+        closed.context = error.context
+        return closed
+
+    def _send(
+        self, request: ChatRequest, http: HttpRequest, warnings: list[Warning]
+    ) -> ChatResponse:
+        try:
+            return super()._send(request, http, warnings)
+        except NetworkError as error:
+            closed = self._closed_under_call(error)
+            if closed is None:
+                raise
+            raise closed from error
+
+    def _open(
+        self,
+        request: ChatRequest,
+        http: HttpRequest,
+        warnings: list[Warning],
+        span: CallSpan | None,
+    ) -> ChatStream:
+        try:
+            return super()._open(request, http, warnings, span)
+        except NetworkError as error:
+            closed = self._closed_under_call(error)
+            if closed is None:
+                raise
+            raise closed from error
+
+    async def _asend(
+        self, request: ChatRequest, http: HttpRequest, warnings: list[Warning]
+    ) -> ChatResponse:
+        try:
+            return await super()._asend(request, http, warnings)
+        except NetworkError as error:
+            closed = self._closed_under_call(error)
+            if closed is None:
+                raise
+            raise closed from error
+
+    async def _aopen(
+        self,
+        request: ChatRequest,
+        http: HttpRequest,
+        warnings: list[Warning],
+        span: CallSpan | None,
+    ) -> AsyncChatStream:
+        try:
+            return await super()._aopen(request, http, warnings, span)
+        except NetworkError as error:
+            closed = self._closed_under_call(error)
+            if closed is None:
+                raise
+            raise closed from error
 
     def missing_url(self) -> str | None:
         return None if self._engine is not None else super().missing_url()  # given on start
@@ -585,16 +712,42 @@ class LlamaCppProvider(HttpProvider):
     # Lifetime: closing `local` stops the engine it started.
 
     def close(self) -> None:
-        # The engine first: stopping it shuts down the connections calls wait on, which
-        # the client closing its sockets would not end.
-        if self._owns_engine and self._engine is not None:
-            self._engine.stop()
-        super().close()
+        closing = self._stopping()
+        try:
+            super().close()
+        finally:
+            if closing is not None:
+                closing._closing = False
 
     async def aclose(self) -> None:
-        if self._owns_engine and self._engine is not None:
-            self._engine.stop()
-        await super().aclose()
+        closing = self._stopping()
+        try:
+            await super().aclose()
+        finally:
+            if closing is not None:
+                closing._closing = False
+
+    def _stopping(self) -> Transport | None:
+        """Stop the engine this provider started, first: that shuts down the connections
+        calls wait on, which the client closing its sockets would not end. The calls it
+        wakes fail as closed, not to be tried again (a retry would start the engine and run
+        the generation again): the transport of our own is marked closing before (returned,
+        to be unmarked once closed), and the calls still starting the engine see the count
+        of closes move on."""
+        engine = self._engine
+        if not self._owns_engine or engine is None:
+            return None
+        closing = self._transport if self._owns_transport else None
+        self._closes += 1
+        if closing is not None:
+            closing._closing = True
+        try:
+            engine.stop()  # (after a load in progress: it waits for the engine's lock)
+        except BaseException:
+            if closing is not None:
+                closing._closing = False
+            raise
+        return closing
 
     def __repr__(self) -> str:
         if self._engine is None:
