@@ -9,10 +9,10 @@ from __future__ import annotations
 import asyncio
 import enum
 from collections.abc import Sequence
-from typing import assert_type
+from typing import TYPE_CHECKING, Annotated, Literal, Union, assert_type
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 import allama
 import allama.schema
@@ -28,6 +28,11 @@ from allama import (
     LlamaCppProvider,
 )
 from allama.mock import MockProvider, TestProvider
+
+if TYPE_CHECKING:
+    import ray.data
+
+    import allama.ray
 
 
 class Invoice(BaseModel):
@@ -216,6 +221,101 @@ def test_every_decide_with_a_bool_flag_is_typed_by_the_options_or_none() -> None
     assert (plain.value, abstaining.value) == (Route.BILLING, None)
 
 
+# --- a special form (`A | B`, `Union`, `Optional`, `Literal`, `Annotated`) is typed by
+# what it stands for, as a class is (it is no `type`, which once typed the value as Any)
+
+
+def test_an_extraction_of_a_special_form_is_typed_by_the_form() -> None:
+    request = ChatRequest("m").user("x")
+    either = allama.extract(MockProvider(['{"number": "INV-1"}']), Invoice | Program, request)
+    assert_type(either, Extracted[Invoice | Program])
+    spelt = allama.extract(
+        MockProvider(['{"author": "Ada", "year": 1843}']),
+        Union[Invoice, Program],  # noqa: UP007 - the spelling under test
+        request,
+    )
+    assert_type(spelt, Extracted[Invoice | Program])
+    optional = allama.extract(MockProvider(["null"]), Invoice | None, request)
+    assert_type(optional, Extracted[Invoice | None])
+    word = allama.extract(MockProvider(['"y"']), Literal["x", "y"], request)
+    assert_type(word, Extracted[Literal["x", "y"]])
+    count = allama.extract(MockProvider(["3"]), Annotated[int, Field(ge=0)], request)
+    assert_type(count, Extracted[int])
+    assert (either.value, spelt.value, optional.value, word.value, count.value) == (
+        Invoice(number="INV-1"),
+        Program(author="Ada", year=1843),
+        None,
+        "y",
+        3,
+    )
+    extractor = Extractor(retries=1)
+    own = extractor.extract(MockProvider(['"x"']), Literal["x", "y"], request)
+    assert_type(own, Extracted[Literal["x", "y"]])
+    assert own.value == "x"
+
+    async def main() -> tuple[Invoice | None, Invoice | Program]:
+        first = await allama.aextract(MockProvider(["null"]), Invoice | None, request)
+        assert_type(first, Extracted[Invoice | None])
+        second = await extractor.aextract(
+            MockProvider(['{"number": "INV-2"}']), Invoice | Program, request
+        )
+        assert_type(second, Extracted[Invoice | Program])
+        return first.value, second.value
+
+    assert asyncio.run(main()) == (None, Invoice(number="INV-2"))
+
+
+def test_a_decision_among_literals_is_typed_by_them() -> None:
+    request = ChatRequest("m").user("x")
+    Label = Literal["spam", "ham"]
+    plain = allama.decide(MockProvider.with_structured("ham"), Label, request)
+    assert_type(plain, Decision[Literal["spam", "ham"]])
+    abstaining = allama.decide(
+        MockProvider.with_structured(None), Label, request, allow_abstain=True
+    )
+    assert_type(abstaining, Decision[Literal["spam", "ham"] | None])
+    flag: bool = False
+    flagged = Extractor().decide(
+        MockProvider.with_structured("spam"), Label, request, allow_abstain=flag
+    )
+    assert_type(flagged, Decision[Literal["spam", "ham"] | None])
+    yes_no = allama.decide(MockProvider.with_structured(True), bool, request)
+    assert_type(yes_no, Decision[bool])
+    assert (plain.value, abstaining.value, flagged.value, yes_no.value) == (
+        "ham",
+        None,
+        "spam",
+        True,
+    )
+
+    async def main() -> str | None:
+        decision = await allama.adecide(
+            MockProvider.with_structured("spam"), Label, request, allow_abstain=True
+        )
+        assert_type(decision, Decision[Literal["spam", "ham"] | None])
+        return decision.value
+
+    assert asyncio.run(main()) == "spam"
+
+
+def test_a_batch_of_a_special_form_is_typed_by_the_form() -> None:
+    inputs = ["Invoice INV-1", "Program by Ada"]
+    answers = ['{"number": "INV-1"}', '{"author": "Ada", "year": 1843}']
+    with allama.batch(
+        MockProvider(answers), Invoice | Program, inputs, request=REQUEST, concurrency=1
+    ) as run:
+        assert_type(run, BatchRun[Invoice | Program])
+        results = sorted(run, key=lambda result: result.index)
+    assert_type(results[0].value, Invoice | Program | None)
+    assert [result.value for result in results] == [
+        Invoice(number="INV-1"),
+        Program(author="Ada", year=1843),
+    ]
+
+
+# --- openai_strict: a profile it does not know
+
+
 # --- openai_strict: a profile it does not know
 
 
@@ -240,6 +340,15 @@ def test_a_request_s_fields_as_keywords_are_typed() -> None:
         "m", temperature=0.2, stop=["END"], reasoning_effort="low", unsupported_policy="error"
     )
     assert (request.temperature, request.stop, request.reasoning_effort) == (0.2, ("END",), "low")
+    # Each setting's `with_` takes the same values as the keyword does.
+    changed = ChatRequest("m").with_reasoning_effort("low").with_unsupported_policy("error")
+    assert (changed.reasoning_effort, changed.unsupported_policy) == ("low", "error")
+    assert changed == ChatRequest("m", reasoning_effort="low", unsupported_policy="error")
+    with pytest.raises(ValueError) as raised:
+        ChatRequest("m").with_reasoning_effort("lowest")  # type: ignore[arg-type]
+    assert str(raised.value) == (
+        "invalid `reasoning_effort`: Input should be 'none', 'minimal', 'low', 'medium' or 'high'"
+    )
     with pytest.raises(ValueError, match="temprature\n  Extra inputs are not permitted"):
         ChatRequest("m", temprature=0.2)  # type: ignore[call-arg]
     with pytest.raises(ValueError, match="temperature\n  Input should be a valid number"):
@@ -262,6 +371,23 @@ def test_provider_options_are_typed_and_can_be_gathered_first() -> None:
         "threads are options of provider('local'); the model is named by each request: "
         "ChatRequest(model)"
     )
+
+
+if TYPE_CHECKING:  # checked by mypy only: Ray takes seconds to import
+
+    def _ray_options(ds: ray.data.Dataset, options: allama.ProviderOptions) -> None:
+        """`allama.ray` takes the options `allama.provider` does, typed as they are."""
+        allama.ray.extract_dataset(
+            ds, Invoice, provider="groq", provider_options=options, text_column="t", model="m"
+        )
+        allama.ray.extract_dataset(
+            ds,
+            Invoice,
+            provider="groq",
+            provider_options={"api_kye": "k"},  # type: ignore[arg-type]
+            text_column="t",
+            model="m",
+        )
 
 
 def test_an_extractor_s_changed_settings_are_typed() -> None:

@@ -106,6 +106,7 @@ from allama.types import ChatRequest
 
 if TYPE_CHECKING:
     from allama.provider import ChatProvider
+    from allama.providers import ProviderOptions
 
 __all__ = ["COLUMNS", "ExtractBatch", "error_text", "extract_dataset"]
 
@@ -373,7 +374,7 @@ class ExtractBatch:
         tp: Any,
         *,
         provider: ProviderSpec,
-        provider_options: Mapping[str, Any] | None = None,
+        provider_options: ProviderOptions | None = None,
         text_column: str | None = None,
         request: RequestBuilder | None = None,
         model: str | None = None,
@@ -696,7 +697,7 @@ def extract_dataset(
     tp: Any,
     *,
     provider: ProviderSpec,
-    provider_options: Mapping[str, Any] | None = None,
+    provider_options: ProviderOptions | None = None,
     text_column: str | None = None,
     request: RequestBuilder | None = None,
     model: str | None = None,

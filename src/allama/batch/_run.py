@@ -58,6 +58,9 @@ from pydantic import (
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticSerializationError, to_json
 
+# `TypeForm[T]` (PEP 747) types a special form (`A | B`, `Literal[...]`): `type[T]` takes none.
+from typing_extensions import TypeForm
+
 from allama import _tracing
 from allama._prices import LOCAL_PRESETS, MONEY, Cost, cost_of, dollars
 from allama._printable import printable, printable_label, storable
@@ -4323,6 +4326,29 @@ def batch(
 @overload
 def batch(
     provider: ChatProvider,
+    tp: TypeForm[T],
+    inputs: Iterable[Any],
+    *,
+    request: ChatRequest | Build,
+    extractor: Extractor | None = None,
+    concurrency: int = 8,
+    rpm: float | None = None,
+    tpm: float | None = None,
+    ledger: str | PathLike[str] | None = None,
+    max_cost: Decimal | float | str | None = None,
+    max_attempts: int = 5,
+    backoff: float = 0.5,
+    retry_failed: bool = False,
+    label: Callable[[Any], str] | None = None,
+    total: int | None = None,
+    provider_batch: bool = False,
+    job_retry: Literal["batch", "live"] = "batch",
+    poll_interval: float = 30.0,
+    job_size: int | None = None,
+) -> BatchRun[T]: ...
+@overload
+def batch(
+    provider: ChatProvider,
     tp: Any,
     inputs: Iterable[Any],
     *,
@@ -4426,6 +4452,29 @@ def batch(
 def abatch(
     provider: ChatProvider,
     tp: type[T],
+    inputs: Iterable[Any] | AsyncIterable[Any],
+    *,
+    request: ChatRequest | Build,
+    extractor: Extractor | None = None,
+    concurrency: int = 8,
+    rpm: float | None = None,
+    tpm: float | None = None,
+    ledger: str | PathLike[str] | None = None,
+    max_cost: Decimal | float | str | None = None,
+    max_attempts: int = 5,
+    backoff: float = 0.5,
+    retry_failed: bool = False,
+    label: Callable[[Any], str] | None = None,
+    total: int | None = None,
+    provider_batch: bool = False,
+    job_retry: Literal["batch", "live"] = "batch",
+    poll_interval: float = 30.0,
+    job_size: int | None = None,
+) -> AsyncBatchRun[T]: ...
+@overload
+def abatch(
+    provider: ChatProvider,
+    tp: TypeForm[T],
     inputs: Iterable[Any] | AsyncIterable[Any],
     *,
     request: ChatRequest | Build,

@@ -6,6 +6,9 @@ from collections.abc import Coroutine, Generator, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypedDict, TypeVar, Unpack, overload
 
+# `TypeForm[T]` (PEP 747) types a special form (`A | B`, `Literal[...]`): `type[T]` takes none.
+from typing_extensions import TypeForm
+
 from allama._lazy import deferred_module
 from allama.extract._engine import (
     Extracted,
@@ -208,6 +211,10 @@ class Extractor:
         self, provider: ChatProvider, tp: type[T], request: ChatRequest
     ) -> Extracted[T]: ...
     @overload
+    def extract(
+        self, provider: ChatProvider, tp: TypeForm[T], request: ChatRequest
+    ) -> Extracted[T]: ...
+    @overload
     def extract(self, provider: ChatProvider, tp: Any, request: ChatRequest) -> Extracted[Any]: ...
     def extract(self, provider: ChatProvider, tp: Any, request: ChatRequest) -> Extracted[Any]:
         """Extract a value of type `tp` from the answer to `request`.
@@ -230,6 +237,10 @@ class Extractor:
     @overload
     async def aextract(
         self, provider: ChatProvider, tp: type[T], request: ChatRequest
+    ) -> Extracted[T]: ...
+    @overload
+    async def aextract(
+        self, provider: ChatProvider, tp: TypeForm[T], request: ChatRequest
     ) -> Extracted[T]: ...
     @overload
     async def aextract(
@@ -256,6 +267,10 @@ class Extractor:
     ) -> ExtractionStream[T]: ...
     @overload
     def extract_stream(
+        self, provider: ChatProvider, tp: TypeForm[T], request: ChatRequest
+    ) -> ExtractionStream[T]: ...
+    @overload
+    def extract_stream(
         self, provider: ChatProvider, tp: Any, request: ChatRequest
     ) -> ExtractionStream[Any]: ...
     def extract_stream(
@@ -279,6 +294,10 @@ class Extractor:
     @overload
     def aextract_stream(
         self, provider: ChatProvider, tp: type[T], request: ChatRequest
+    ) -> OpeningStream[T]: ...
+    @overload
+    def aextract_stream(
+        self, provider: ChatProvider, tp: TypeForm[T], request: ChatRequest
     ) -> OpeningStream[T]: ...
     @overload
     def aextract_stream(
@@ -333,6 +352,39 @@ class Extractor:
         self,
         provider: ChatProvider,
         tp: type[C],
+        request: ChatRequest,
+        *,
+        descriptions: Mapping[Any, str] | None = None,
+        allow_abstain: bool,
+        probabilities: bool | None = None,
+    ) -> Decision[C | None]: ...
+    @overload
+    def decide(
+        self,
+        provider: ChatProvider,
+        tp: TypeForm[C],
+        request: ChatRequest,
+        *,
+        descriptions: Mapping[Any, str] | None = None,
+        allow_abstain: Literal[False] = False,
+        probabilities: bool | None = None,
+    ) -> Decision[C]: ...
+    @overload
+    def decide(
+        self,
+        provider: ChatProvider,
+        tp: TypeForm[C],
+        request: ChatRequest,
+        *,
+        descriptions: Mapping[Any, str] | None = None,
+        allow_abstain: Literal[True],
+        probabilities: bool | None = None,
+    ) -> Decision[C | None]: ...
+    @overload
+    def decide(
+        self,
+        provider: ChatProvider,
+        tp: TypeForm[C],
         request: ChatRequest,
         *,
         descriptions: Mapping[Any, str] | None = None,
@@ -420,6 +472,39 @@ class Extractor:
     async def adecide(
         self,
         provider: ChatProvider,
+        tp: TypeForm[C],
+        request: ChatRequest,
+        *,
+        descriptions: Mapping[Any, str] | None = None,
+        allow_abstain: Literal[False] = False,
+        probabilities: bool | None = None,
+    ) -> Decision[C]: ...
+    @overload
+    async def adecide(
+        self,
+        provider: ChatProvider,
+        tp: TypeForm[C],
+        request: ChatRequest,
+        *,
+        descriptions: Mapping[Any, str] | None = None,
+        allow_abstain: Literal[True],
+        probabilities: bool | None = None,
+    ) -> Decision[C | None]: ...
+    @overload
+    async def adecide(
+        self,
+        provider: ChatProvider,
+        tp: TypeForm[C],
+        request: ChatRequest,
+        *,
+        descriptions: Mapping[Any, str] | None = None,
+        allow_abstain: bool,
+        probabilities: bool | None = None,
+    ) -> Decision[C | None]: ...
+    @overload
+    async def adecide(
+        self,
+        provider: ChatProvider,
         tp: Any,
         request: ChatRequest,
         *,
@@ -490,6 +575,15 @@ class Extractor:
     @overload
     def parse(
         self,
+        tp: TypeForm[T],
+        response: ChatResponse,
+        mode: ExtractionMode | str,
+        *,
+        root_wrapped: bool = False,
+    ) -> Extracted[T]: ...
+    @overload
+    def parse(
+        self,
         tp: Any,
         response: ChatResponse,
         mode: ExtractionMode | str,
@@ -534,6 +628,8 @@ _DEFAULT = Extractor()
 @overload
 def extract(provider: ChatProvider, tp: type[T], request: ChatRequest) -> Extracted[T]: ...
 @overload
+def extract(provider: ChatProvider, tp: TypeForm[T], request: ChatRequest) -> Extracted[T]: ...
+@overload
 def extract(provider: ChatProvider, tp: Any, request: ChatRequest) -> Extracted[Any]: ...
 def extract(provider: ChatProvider, tp: Any, request: ChatRequest) -> Extracted[Any]:
     """Extract a `tp` from the answer to `request` in one provider call (two where native
@@ -547,6 +643,10 @@ def extract(provider: ChatProvider, tp: Any, request: ChatRequest) -> Extracted[
 
 @overload
 async def aextract(provider: ChatProvider, tp: type[T], request: ChatRequest) -> Extracted[T]: ...
+@overload
+async def aextract(
+    provider: ChatProvider, tp: TypeForm[T], request: ChatRequest
+) -> Extracted[T]: ...
 @overload
 async def aextract(provider: ChatProvider, tp: Any, request: ChatRequest) -> Extracted[Any]: ...
 async def aextract(provider: ChatProvider, tp: Any, request: ChatRequest) -> Extracted[Any]:
@@ -578,6 +678,36 @@ def decide(
 def decide(
     provider: ChatProvider,
     tp: type[C],
+    request: ChatRequest,
+    *,
+    descriptions: Mapping[Any, str] | None = None,
+    allow_abstain: bool,
+    probabilities: bool | None = None,
+) -> Decision[C | None]: ...
+@overload
+def decide(
+    provider: ChatProvider,
+    tp: TypeForm[C],
+    request: ChatRequest,
+    *,
+    descriptions: Mapping[Any, str] | None = None,
+    allow_abstain: Literal[False] = False,
+    probabilities: bool | None = None,
+) -> Decision[C]: ...
+@overload
+def decide(
+    provider: ChatProvider,
+    tp: TypeForm[C],
+    request: ChatRequest,
+    *,
+    descriptions: Mapping[Any, str] | None = None,
+    allow_abstain: Literal[True],
+    probabilities: bool | None = None,
+) -> Decision[C | None]: ...
+@overload
+def decide(
+    provider: ChatProvider,
+    tp: TypeForm[C],
     request: ChatRequest,
     *,
     descriptions: Mapping[Any, str] | None = None,
@@ -650,6 +780,36 @@ async def adecide(
 @overload
 async def adecide(
     provider: ChatProvider,
+    tp: TypeForm[C],
+    request: ChatRequest,
+    *,
+    descriptions: Mapping[Any, str] | None = None,
+    allow_abstain: Literal[False] = False,
+    probabilities: bool | None = None,
+) -> Decision[C]: ...
+@overload
+async def adecide(
+    provider: ChatProvider,
+    tp: TypeForm[C],
+    request: ChatRequest,
+    *,
+    descriptions: Mapping[Any, str] | None = None,
+    allow_abstain: Literal[True],
+    probabilities: bool | None = None,
+) -> Decision[C | None]: ...
+@overload
+async def adecide(
+    provider: ChatProvider,
+    tp: TypeForm[C],
+    request: ChatRequest,
+    *,
+    descriptions: Mapping[Any, str] | None = None,
+    allow_abstain: bool,
+    probabilities: bool | None = None,
+) -> Decision[C | None]: ...
+@overload
+async def adecide(
+    provider: ChatProvider,
     tp: Any,
     request: ChatRequest,
     *,
@@ -685,6 +845,10 @@ def extract_stream(
 ) -> ExtractionStream[T]: ...
 @overload
 def extract_stream(
+    provider: ChatProvider, tp: TypeForm[T], request: ChatRequest
+) -> ExtractionStream[T]: ...
+@overload
+def extract_stream(
     provider: ChatProvider, tp: Any, request: ChatRequest
 ) -> ExtractionStream[Any]: ...
 def extract_stream(provider: ChatProvider, tp: Any, request: ChatRequest) -> ExtractionStream[Any]:
@@ -694,6 +858,10 @@ def extract_stream(provider: ChatProvider, tp: Any, request: ChatRequest) -> Ext
 @overload
 def aextract_stream(
     provider: ChatProvider, tp: type[T], request: ChatRequest
+) -> OpeningStream[T]: ...
+@overload
+def aextract_stream(
+    provider: ChatProvider, tp: TypeForm[T], request: ChatRequest
 ) -> OpeningStream[T]: ...
 @overload
 def aextract_stream(

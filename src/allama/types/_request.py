@@ -34,6 +34,10 @@ from allama.types._tools import ResponseFormat, ToolChoice, ToolDefinition
 
 T = TypeVar("T")
 
+# A setting given as its enum or as the enum's value, in the constructor and its `with_`.
+_Effort = ReasoningEffort | Literal["none", "minimal", "low", "medium", "high"]
+_Policy = UnsupportedPolicy | Literal["warn", "error"]
+
 
 class _Settings(TypedDict, total=False):
     """`ChatRequest`'s settings as keywords, typed as its constructor takes them (a name it
@@ -47,10 +51,10 @@ class _Settings(TypedDict, total=False):
     max_output_tokens: int | None
     stop: Sequence[str]
     seed: int | None
-    reasoning_effort: ReasoningEffort | Literal["none", "minimal", "low", "medium", "high"] | None
+    reasoning_effort: _Effort | None
     parallel_tool_calls: bool | None
     logprobs: int | None
-    unsupported_policy: UnsupportedPolicy | Literal["warn", "error"]
+    unsupported_policy: _Policy
     options: Mapping[str, JsonValue]
 
 
@@ -296,7 +300,7 @@ class ChatRequest(Data):
     def with_seed(self, seed: int | None) -> ChatRequest:
         return self._with(seed=seed)
 
-    def with_reasoning_effort(self, effort: ReasoningEffort | None) -> ChatRequest:
+    def with_reasoning_effort(self, effort: _Effort | None) -> ChatRequest:
         return self._with(reasoning_effort=effort)
 
     def with_parallel_tool_calls(self, parallel: bool | None) -> ChatRequest:
@@ -311,7 +315,7 @@ class ChatRequest(Data):
             raise ValueError(f"with_logprobs(): `top` must be from 0 to 20, not {top}")
         return self._with(logprobs=top)
 
-    def with_unsupported_policy(self, policy: UnsupportedPolicy) -> ChatRequest:
+    def with_unsupported_policy(self, policy: _Policy) -> ChatRequest:
         return self._with(unsupported_policy=policy)
 
     # Typed options by namespace
