@@ -7,12 +7,18 @@ field cannot be sent, never what was done instead (nothing was sent); the warnin
 `WARN` keeps both. A data URL's scheme and `base64` token are case-insensitive, and so is
 a part's own media type, read without its parameters (a text/plain charset decoded).
 Anthropic's thinking rules hold for thinking, a forced `tool_choice` and sampling fields
-given through the `anthropic` body option too.
+given through the `anthropic` body option too. A turn that goes back whole (paused, or its
+code execution waiting on tool calls) goes back with its server tool blocks and container
+only to the provider that issued it, as its signed thinking does; elsewhere they are left
+out with a warning.
 """
 
 from __future__ import annotations
 
 import base64
+import json
+import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +29,7 @@ import allama
 from allama import ChatRequest, ExtractionMode
 from allama.errors import InvalidRequestError, UnsupportedError
 from allama.types import (
+    AssistantMessage,
     DocumentPart,
     ImagePart,
     ReasoningEffort,
@@ -32,6 +39,7 @@ from allama.types import (
     ToolChoice,
     ToolDefinition,
     UnsupportedPolicy,
+    Warning,
     WarningKind,
 )
 
@@ -646,3 +654,209 @@ def test_a_part_anthropic_cannot_read_is_refused_by_its_plain_media_type(
     with pytest.raises(InvalidRequestError) as caught:
         _anthropic(ChatRequest(MODEL).user("Read.", part))
     assert str(caught.value) == why
+
+
+# A turn that goes back whole goes back so only to the provider that issued it
+
+DEFAULT_CORPUS = Path(__file__).resolve().parents[1].parent / "shared/corpus/cases"
+CORPUS = Path(os.environ.get("ALLAMA_CORPUS_DIR", DEFAULT_CORPUS))
+PAUSED_SEARCH = CORPUS / "anthropic" / "pause_turn_server_tool.json"
+OTHER_HOSTS: dict[str, tuple[str, str, str]] = {  # preset: base URL, model, display name
+    "anthropic-compatible": (
+        "https://api.deepseek.com/anthropic",
+        "deepseek-chat",
+        "the Anthropic-compatible endpoint",
+    ),
+    "azure-anthropic": (
+        "https://res.services.ai.azure.com/anthropic",
+        MODEL,
+        "Claude in Microsoft Foundry",
+    ),
+}
+CONTAINER: dict[str, Any] = {"id": "container_1", "expires_at": "2026-01-01T00:00:00Z"}
+RUN: dict[str, Any] = {
+    "type": "server_tool_use",
+    "id": "srvtoolu_1",
+    "name": "code_execution",
+    "input": {"code": "r = await calc(a=1)"},
+}
+CALLER: dict[str, Any] = {"type": "code_execution_20250825", "tool_id": "srvtoolu_1"}
+WAITING: list[dict[str, Any]] = [
+    {"type": "text", "text": "Running it."},
+    RUN,
+    {"type": "tool_use", "id": "toolu_1", "name": "calc", "input": {"a": 1}, "caller": CALLER},
+]
+
+
+def _left_out(display: str) -> str:
+    return (
+        f"{display} continues only the turns it issued; another provider's turn that goes "
+        "back whole (paused, or waiting on tool calls from code execution) was sent without "
+        "its server tool blocks and container"
+    )
+
+
+def _paused_search() -> dict[str, Any]:
+    """The recorded turn Anthropic paused: signed thinking, text, and 21 blocks of web
+    searches and their results (with Anthropic's `encrypted_content`)."""
+    if not PAUSED_SEARCH.is_file():
+        pytest.skip(f"no recorded traffic at {PAUSED_SEARCH}")
+    body: dict[str, Any] = json.loads(PAUSED_SEARCH.read_text())["response_body"]
+    assert body["stop_reason"] == "pause_turn"
+    assert sum(block["type"] not in ("text", "thinking") for block in body["content"]) == 21
+    return body
+
+
+def _stream_of(message: dict[str, Any]) -> bytes:
+    """`message` as a stream, each block whole at its start, the container in the delta."""
+    start = {**message, "content": [], "stop_reason": None}
+    container = start.pop("container", None)
+    events: list[dict[str, Any]] = [{"type": "message_start", "message": start}]
+    for index, block in enumerate(message["content"]):
+        events.append({"type": "content_block_start", "index": index, "content_block": block})
+        events.append({"type": "content_block_stop", "index": index})
+    delta: dict[str, Any] = {"stop_reason": message["stop_reason"], "stop_sequence": None}
+    if container is not None:
+        delta["container"] = container
+    events.append({"type": "message_delta", "delta": delta, "usage": {"output_tokens": 5}})
+    events.append({"type": "message_stop"})
+    return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()
+
+
+def _turn_from_anthropic(message: dict[str, Any], *, streamed: bool) -> AssistantMessage:
+    """`message` as Anthropic answered it, made the assistant turn of the next request."""
+    target, _ = provider("anthropic", (200, _stream_of(message) if streamed else message))
+    request = ChatRequest(MODEL).user("Search the web").with_tools([TOOL])
+    if streamed:
+        with target.chat_stream(request) as stream:
+            return stream.response().to_assistant_message()
+    return target.chat(request).to_assistant_message()
+
+
+def _continued(
+    preset: str, turn: AssistantMessage, *then: str
+) -> tuple[dict[str, Any], list[Warning]]:
+    """The body sent to `preset` to continue `turn` (followed by a tool result, `then`)."""
+    base_url, model, _ = OTHER_HOSTS.get(preset, (None, MODEL, ""))
+    target = allama.provider(preset, api_key=KEY, base_url=base_url)
+    request = ChatRequest(model).user("Search the web").with_tools([TOOL]).push(turn)
+    if then:
+        request = request.tool_result("toolu_1", then[0])
+    http, warnings = target._prepare(request, stream=False)
+    return http.body, list(warnings)
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["body", "stream"])
+def test_a_paused_turn_goes_back_whole_to_anthropic_which_issued_it(streamed: bool) -> None:
+    recorded = _paused_search()
+    body, warnings = _continued("anthropic", _turn_from_anthropic(recorded, streamed=streamed))
+    assert body["messages"][-1] == {"role": "assistant", "content": recorded["content"]}
+    assert "container" not in body
+    assert [w for w in warnings if w.is_about(RequestField.MESSAGES)] == []
+    assert [w for w in warnings if w.is_about(RequestField.REASONING)] == []
+
+
+@pytest.mark.parametrize("preset", sorted(OTHER_HOSTS))
+@pytest.mark.parametrize("streamed", [False, True], ids=["body", "stream"])
+def test_a_paused_anthropic_turn_goes_to_another_host_without_its_server_blocks(
+    preset: str, streamed: bool
+) -> None:
+    recorded = _paused_search()
+    body, warnings = _continued(preset, _turn_from_anthropic(recorded, streamed=streamed))
+    # Its text alone: neither the thinking Anthropic signed nor its searches' results.
+    texts = [block for block in recorded["content"] if block["type"] == "text"]
+    assert len(texts) == 5
+    assert body["messages"] == [
+        {"role": "user", "content": "Search the web"},
+        {"role": "assistant", "content": texts},
+    ]
+    assert "encrypted_content" not in json.dumps(body)
+    assert "container" not in body
+    display = OTHER_HOSTS[preset][2]
+    assert [(w.kind, w.message) for w in warnings if w.is_about(RequestField.MESSAGES)] == [
+        (WarningKind.APPROXIMATED, _left_out(display))
+    ]
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["body", "stream"])
+def test_code_waiting_in_a_container_is_continued_only_on_the_provider_that_ran_it(
+    streamed: bool,
+) -> None:
+    # No thinking to tell whose turn it is: the provider the decoder recorded says.
+    message = {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": MODEL,
+        "content": WAITING,
+        "stop_reason": "tool_use",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 10, "output_tokens": 5},
+        "container": CONTAINER,
+    }
+    turn = _turn_from_anthropic(message, streamed=streamed)
+    body, warnings = _continued("anthropic", turn, "2")
+    assert body["container"] == "container_1"
+    assert body["messages"][1] == {"role": "assistant", "content": WAITING}
+    assert [w for w in warnings if w.is_about(RequestField.MESSAGES)] == []
+    body, warnings = _continued("azure-anthropic", turn, "2")
+    assert "container" not in body
+    assert body["messages"][1:] == [
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Running it."},
+                {"type": "tool_use", "id": "toolu_1", "name": "calc", "input": {"a": 1}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "2"}],
+        },
+    ]
+    assert [(w.kind, w.message) for w in warnings if w.is_about(RequestField.MESSAGES)] == [
+        (WarningKind.APPROXIMATED, _left_out("Claude in Microsoft Foundry"))
+    ]
+
+
+def test_a_paused_turn_kept_without_its_issuer_still_goes_back_whole_to_anthropic() -> None:
+    # As an older version kept it: the blocks' order alone, the thinking's issuer unnamed.
+    recorded = _paused_search()
+    turn = _turn_from_anthropic(recorded, streamed=False)
+    resume = turn.provider_data["anthropic"]["resume"]
+    assert isinstance(resume, dict) and resume["issuer"] == "anthropic"
+    content = tuple(
+        block.model_copy(update={"issuer": None}) if block.type == "reasoning" else block
+        for block in turn.content
+    )
+    older = AssistantMessage(
+        content=content, provider_data={"anthropic": {"resume": resume["blocks"]}}
+    )
+    body, warnings = _continued("anthropic", older)
+    assert body["messages"][-1] == {"role": "assistant", "content": recorded["content"]}
+    assert [w for w in warnings if w.is_about(RequestField.MESSAGES)] == []
+
+
+def test_a_finished_turn_that_ran_code_goes_to_another_host_as_usual_without_a_warning() -> None:
+    thought = {"type": "thinking", "thinking": "Run it.", "signature": "sig_1"}
+    ran = [thought, RUN, {"type": "text", "text": "Done."}]
+    message = {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": MODEL,
+        "content": ran,
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 10, "output_tokens": 5},
+        "container": CONTAINER,
+    }
+    turn = _turn_from_anthropic(message, streamed=False)
+    assert turn.provider_data == {"anthropic": {"resume": {"container": CONTAINER}}}
+    base_url, _, _ = OTHER_HOSTS["azure-anthropic"]
+    target = allama.provider("azure-anthropic", api_key=KEY, base_url=base_url)
+    request = ChatRequest(MODEL).user("Write a file.").push(turn).user("Read it.")
+    http, warnings = target._prepare(request, stream=False)
+    assert "container" not in http.body
+    assert http.body["messages"][1] == {"role": "assistant", "content": "Done."}
+    assert [w for w in warnings if w.is_about(RequestField.MESSAGES)] == []

@@ -54,6 +54,7 @@ from allama.types._response import RESUME_KEY, billed_extras
 __all__ = [
     "CITATIONS_KEY",
     "CONTAINER_KEY",
+    "ISSUER_KEY",
     "NAMESPACE",
     "PAUSED",
     "REFUSAL_CATEGORY_KEY",
@@ -88,6 +89,9 @@ CITATIONS_KEY = "citations"
 "citations": [...]}` for each text block that has any; `content[i]` is the text they support."""
 CONTAINER_KEY = "container"
 """The code execution container the message ran in, verbatim (`{"id", "expires_at"}`)."""
+ISSUER_KEY = "issuer"
+"""In `resume`, where it is a dict: the provider (its preset's name) that issued the turn,
+whose server blocks and container go back to it alone."""
 USAGE_DETAILS_KEY = "usage_details"
 """What usage reports besides token counts that changes the bill, verbatim: whichever of
 `server_tool_use`, `cache_creation`, `service_tier`, `speed`, `inference_geo` and
@@ -280,17 +284,25 @@ def container_of(message: Mapping[str, Any]) -> JsonValue | None:
 
 
 def resume_of(
-    layout: list[JsonValue], *, paused: bool, container: JsonValue | None
+    layout: list[JsonValue],
+    *,
+    paused: bool,
+    container: JsonValue | None,
+    issuer: str | None = None,
 ) -> JsonValue | None:
     """What `to_assistant_message()` carries for Anthropic to continue the turn: its blocks'
     order when it goes back whole (paused, or its code execution waits on a tool call),
-    and the container it ran in, which the next request names."""
+    and the container it ran in, which the next request names; with the provider that
+    issued the turn (`ISSUER_KEY`), where one is named, since they go back there alone."""
     whole = paused or any(isinstance(item, dict) and "index" in item for item in layout)
-    if container is None:
-        return layout if whole else None
-    resume: dict[str, JsonValue] = {"container": container}
-    if whole:
-        resume["blocks"] = layout
+    if not whole:
+        return None if container is None else {"container": container}
+    if container is None and issuer is None:
+        return layout
+    resume: dict[str, JsonValue] = {} if issuer is None else {ISSUER_KEY: issuer}
+    if container is not None:
+        resume["container"] = container
+    resume["blocks"] = layout
     return resume
 
 
@@ -368,7 +380,8 @@ def decode_message(
     container = container_of(message)
     if container is not None:
         provider_data[CONTAINER_KEY] = container
-    resume = resume_of(layout, paused=message.get("stop_reason") == PAUSED, container=container)
+    paused = message.get("stop_reason") == PAUSED
+    resume = resume_of(layout, paused=paused, container=container, issuer=provider)
     if resume is not None:
         provider_data[RESUME_KEY] = resume
     if cited:

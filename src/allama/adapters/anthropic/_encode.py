@@ -99,7 +99,10 @@ MAX_UNIONS = 16
 _NAMESPACE = "anthropic"
 """The `provider_data` namespace the decoder writes a turn's `RESUME_KEY` to: a paused
 turn's blocks in order (a list), or `{"container": ..., "blocks": [...]}` for a turn that
-ran in a code execution container (`blocks` when it goes back whole)."""
+ran in a code execution container (`blocks` when it goes back whole); a turn that goes back
+whole names the provider that issued it there too (`"issuer"`, where the decoder was told
+it), and goes back whole to that provider alone."""
+_ISSUER = "issuer"
 
 _IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 
@@ -361,7 +364,8 @@ class _Encoder:
     def resumed(self, message: AssistantMessage) -> list[int | dict[str, Any]] | None:
         """The order of the blocks of a turn that goes back whole (each of `content` by its
         index, with the `caller` of a call made from code execution, each server block
-        verbatim), when `message` is one and still holds the content it was given with.
+        verbatim), when `message` is one, this provider issued it (`issued`), and it still
+        holds the content it was given with.
 
         Notes the container of the latest turn whose code waits on its tool calls: the
         request names it (Anthropic continues that code only there), unless the `anthropic`
@@ -372,15 +376,25 @@ class _Encoder:
         layout = resume
         self.container = None
         if isinstance(resume, dict):
-            container, layout = resume.get("container"), resume.get("blocks")
+            layout = resume.get("blocks")
+        if layout is None:
+            return None  # a finished turn: its container is not named, wherever it goes
+        if not self.issued(message, resume):
+            self.degradations.approximate(
+                RequestField.MESSAGES,
+                f"{self.profile.display_name} continues only the turns it issued; another "
+                "provider's turn that goes back whole (paused, or waiting on tool calls from "
+                "code execution) was sent without its server tool blocks and container",
+            )
+            return None
+        if isinstance(resume, dict):
+            container = resume.get("container")
             waits = isinstance(layout, list) and any(
                 isinstance(item, dict) and "index" in item for item in layout
             )
             if waits and isinstance(container, dict):
                 named = container.get("id")
                 self.container = named if isinstance(named, str) else None
-        if layout is None:
-            return None
         if _fits(layout, len(message.content)):
             return layout
         self.degradations.approximate(
@@ -390,6 +404,22 @@ class _Encoder:
             "blocks, so the model cannot continue it",
         )
         return None
+
+    def issued(self, message: AssistantMessage, resume: Any) -> bool:
+        """Whether this provider issued the turn whose server blocks and container `resume`
+        holds (they go back there alone, as signed reasoning does): the provider the decoder
+        recorded, and the issuer of the turn's signed reasoning (`Reasoning.goes_back_to`,
+        which tells hosts apart). A turn that names neither (kept by an older version) goes
+        anywhere, as before."""
+        provider = self.degradations.provider
+        recorded = resume.get(_ISSUER) if isinstance(resume, dict) else None
+        if isinstance(recorded, str) and recorded != provider:
+            return False
+        return all(
+            block.goes_back_to(provider)
+            for block in message.content
+            if isinstance(block, Reasoning) and (block.signature or block.encrypted_content)
+        )
 
     def input(self, call: ToolCall) -> Any:
         return call_arguments(

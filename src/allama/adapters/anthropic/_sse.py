@@ -418,7 +418,9 @@ class MessagesStreamDecoder:
         for ours in self._open.values():
             yield from self._stop(ours)
         self._open.clear()
-        resume = resume_of(self._layout(), paused=raw == PAUSED, container=self._container)
+        resume = resume_of(
+            self._layout(), paused=raw == PAUSED, container=self._container, issuer=self._provider
+        )
         if resume is not None:
             yield ProviderDataEvent.model_construct(
                 namespace=NAMESPACE, key=RESUME_KEY, value=resume
