@@ -860,3 +860,156 @@ def test_a_finished_turn_that_ran_code_goes_to_another_host_as_usual_without_a_w
     assert "container" not in http.body
     assert http.body["messages"][1] == {"role": "assistant", "content": "Done."}
     assert [w for w in warnings if w.is_about(RequestField.MESSAGES)] == []
+
+
+# An output limit above the family's
+
+
+def _limit_warning(model: str, limit: int, asked: int) -> tuple[WarningKind, Any, str]:
+    return (
+        WarningKind.UNSUPPORTED,
+        RequestField.MAX_OUTPUT_TOKENS,
+        f"`{model}` on Anthropic writes at most {limit} output tokens; {limit} was sent in "
+        f"place of {asked}",
+    )
+
+
+@pytest.mark.parametrize(
+    ("model", "limit", "asked"),
+    [
+        ("claude-sonnet-4-5", 64_000, 100_000),
+        ("claude-3-5-haiku-20241022", 8_192, 8_193),
+        ("claude-opus-4-1", 32_000, 32_001),
+    ],
+)
+def test_an_output_limit_above_the_familys_is_lowered_to_it(
+    model: str, limit: int, asked: int
+) -> None:
+    """Anthropic answers 400 ("max_tokens: N > M, which is the maximum allowed number of
+    output tokens"): the family's own limit is sent, and the span shows it."""
+    request = ChatRequest(model).user("hi").with_max_output_tokens(asked)
+    http, warnings = allama.provider("anthropic", api_key=KEY)._prepare(request, stream=False)
+    assert http.body["max_tokens"] == limit
+    assert _said(warnings) == [_limit_warning(model, limit, asked)]
+    assert http.as_sent == {"max_output_tokens": limit}
+
+
+def test_an_output_limit_within_the_familys_or_of_an_unknown_model_goes_as_asked() -> None:
+    for model, asked in (("claude-sonnet-4-5", 64_000), ("claude-next-9", 500_000)):
+        request = ChatRequest(model).user("hi").with_max_output_tokens(asked)
+        http, warnings = allama.provider("anthropic", api_key=KEY)._prepare(request, stream=False)
+        assert http.body["max_tokens"] == asked
+        assert warnings == []
+        assert http.as_sent == {}
+
+
+def test_an_output_limit_over_the_familys_is_refused_unsent_under_error() -> None:
+    target, server = provider("anthropic", (200, {}))
+    request = (
+        ChatRequest("claude-sonnet-4-5")
+        .user("hi")
+        .with_max_output_tokens(100_000)
+        .with_unsupported_policy(UnsupportedPolicy.ERROR)
+    )
+    with pytest.raises(UnsupportedError) as raised:
+        target.chat(request)
+    assert str(raised.value) == (
+        "cannot send `max_output_tokens`: `claude-sonnet-4-5` on Anthropic writes at most "
+        "64000 output tokens"
+    )
+    assert server.bodies == []
+
+
+def test_a_beta_that_raises_the_output_limit_leaves_it_as_asked() -> None:
+    """`output-128k-2025-02-19` lets Claude 3.7 Sonnet write 128k tokens: the caller's beta
+    header says the table's limit does not hold."""
+    model = "claude-3-7-sonnet-20250219"
+    request = ChatRequest(model).user("hi").with_max_output_tokens(128_000)
+    beta = {"anthropic-beta": "interleaved-thinking-2025-05-14, output-128k-2025-02-19"}
+    target = allama.provider("anthropic", api_key=KEY, headers=beta)
+    http, warnings = target._prepare(request, stream=False)
+    assert (http.body["max_tokens"], warnings) == (128_000, [])
+    other = {"anthropic-beta": "interleaved-thinking-2025-05-14"}
+    target = allama.provider("anthropic", api_key=KEY, headers=other)
+    http, warnings = target._prepare(request, stream=False)
+    assert http.body["max_tokens"] == 64_000
+    assert _said(warnings) == [_limit_warning(model, 64_000, 128_000)]
+
+
+def test_the_body_options_own_output_limit_is_sent_as_given() -> None:
+    request = (
+        ChatRequest("claude-sonnet-4-5")
+        .user("hi")
+        .with_max_output_tokens(100_000)
+        .with_option_json("anthropic", {"max_tokens": 90_000})
+    )
+    body, warnings = _anthropic(request)
+    assert body["max_tokens"] == 90_000
+    assert all(w.subject.field is not RequestField.MAX_OUTPUT_TOKENS for w in warnings)
+
+
+def test_a_provider_batch_sends_the_familys_output_limit(tmp_path: Path) -> None:
+    from _provider_batch_server import ProviderBatchServer
+
+    class Doc(BaseModel):
+        n: int
+
+    server = ProviderBatchServer().start()
+    try:
+        target = allama.provider("anthropic", base_url=server.anthropic_base, api_key=KEY)
+        request = ChatRequest("claude-sonnet-4-5").system("Read.").with_max_output_tokens(100_000)
+        run = allama.batch(
+            target,
+            Doc,
+            ["doc 0", "doc 1"],
+            request=request,
+            ledger=tmp_path / "ledger.sqlite",
+            provider_batch=True,
+            poll_interval=0.001,
+            backoff=0.001,
+        )
+        results = list(run)
+        [job] = server.jobs_of("anthropic")
+        assert [body["max_tokens"] for body in job.bodies] == [64_000, 64_000]
+        assert [type(result.value) for result in results] == [Doc, Doc]
+    finally:
+        server.stop()
+
+
+# Tools of one name
+
+
+def test_tools_of_one_name_are_refused_unsent() -> None:
+    """Anthropic answers 400 ("tools: Tool names must be unique.")."""
+    target, server = provider("anthropic", (200, {}))
+    tools = [
+        TOOL,
+        ToolDefinition(name="put", parameters={"type": "object"}),
+        TOOL,
+        ToolDefinition(name="put", parameters={"type": "object"}),
+        TOOL,
+    ]
+    request = ChatRequest(MODEL).user("hi").with_tools(tools)
+    with pytest.raises(InvalidRequestError) as raised:
+        target.chat(request)
+    assert str(raised.value) == (
+        "Anthropic takes each tool name once, and the request's tools repeat names (positions "
+        "count from 0): `get` names the tools at positions 0, 2 and 4; `put` names the tools "
+        "at positions 1 and 3"
+    )
+    assert server.bodies == []
+
+
+def test_the_span_shows_the_output_limit_sent() -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    tracing = TracerProvider()
+    tracing.add_span_processor(SimpleSpanProcessor(exporter))
+    target, server = provider("anthropic", (200, EXTRACTED), tracer_provider=tracing)
+    target.chat(ChatRequest(MODEL).user("hi").with_max_output_tokens(100_000))
+    assert server.bodies[0]["max_tokens"] == 64_000
+    (span,) = exporter.get_finished_spans()
+    assert (span.attributes or {})["gen_ai.request.max_tokens"] == 64_000

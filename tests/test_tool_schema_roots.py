@@ -12,7 +12,7 @@ from enum import Enum
 from typing import Any
 
 import pytest
-from pydantic import BaseModel, RootModel
+from pydantic import BaseModel, ConfigDict, RootModel
 
 import allama
 from _tool_endpoint import ToolEndpoint as Recorder
@@ -268,3 +268,173 @@ def test_a_root_ref_to_no_object_is_no_object_root() -> None:
         "title": "Shade",
     }
     assert object_rooted(schema) is False
+
+
+# Anthropic: `anyOf`, `oneOf` or `allOf` beside an object root's properties
+
+# Anthropic answers 400 to each ("input_schema does not support oneOf, allOf, or anyOf at
+# the top level"): an `allOf` is folded into the root, the others are left out with a warning.
+
+EMAIL_OR_PHONE = {  # MCP's "email or phone" shape
+    "type": "object",
+    "properties": {"email": {"type": "string"}, "phone": {"type": "string"}},
+    "anyOf": [{"required": ["email"]}, {"required": ["phone"]}],
+}
+CONTACT = {
+    "type": "object",
+    "properties": {"email": {"type": "string"}, "phone": {"type": "string"}},
+}
+BOTH_IN_PARTS = {
+    "type": "object",
+    "properties": {"email": {"type": "string"}},
+    "required": ["email"],
+    "allOf": [
+        {"properties": {"phone": {"type": "string"}, "email": {"format": "email"}}},
+        {"type": "object", "properties": {"email": {"type": "string"}}, "required": ["phone"]},
+    ],
+}
+FOLDED = {
+    "type": "object",
+    "properties": {
+        "email": {"allOf": [{"type": "string"}, {"format": "email"}]},
+        "phone": {"type": "string"},
+    },
+    "required": ["email", "phone"],
+}
+
+
+def _left_out(what: str, tool: str = "lookup") -> str:
+    return (
+        f"Anthropic takes no {what} at the top level of `input_schema`; it was left out of "
+        f"tool `{tool}`, so the rule it states is not enforced"
+    )
+
+
+def _lookup(schema: dict[str, Any], strict: bool | None = None) -> tuple[Any, Recorder]:
+    recorder = Recorder("anthropic", {"email": "ada@example.com"})
+    provider = allama.provider("anthropic", api_key="k", transport=recorder.transport())
+    tool = ToolDefinition(name="lookup", parameters=schema, strict=strict)
+    return provider.chat(ChatRequest("claude-sonnet-4-5").user("find Ada").add_tool(tool)), recorder
+
+
+@pytest.mark.parametrize("strict", [None, False])
+def test_anthropic_tool_root_anyof_is_left_out_with_a_warning(strict: bool | None) -> None:
+    response, recorder = _lookup(EMAIL_OR_PHONE, strict)
+    assert recorder.bodies[0]["tools"] == [{"name": "lookup", "input_schema": CONTACT}]
+    assert [(w.kind.value, w.message) for w in response.warnings] == [
+        ("approximated", _left_out("`anyOf`"))
+    ]
+    assert EMAIL_OR_PHONE["anyOf"] == [{"required": ["email"]}, {"required": ["phone"]}]
+
+
+def test_anthropic_strict_tool_is_rewritten_from_the_root_without_anyof() -> None:
+    response, recorder = _lookup(EMAIL_OR_PHONE, strict=True)
+    assert recorder.bodies[0]["tools"] == [
+        {
+            "name": "lookup",
+            "input_schema": {**CONTACT, "additionalProperties": False},
+            "strict": True,
+        }
+    ]
+    assert [w.message for w in response.warnings] == [_left_out("`anyOf`")]
+
+
+def test_anthropic_tool_root_anyof_and_oneof_are_both_named() -> None:
+    schema = {**EMAIL_OR_PHONE, "oneOf": [{"required": ["email"]}, {"required": ["phone"]}]}
+    response, recorder = _lookup(schema)
+    assert recorder.bodies[0]["tools"][0]["input_schema"] == CONTACT
+    assert [w.message for w in response.warnings] == [
+        "Anthropic takes no `anyOf` or `oneOf` at the top level of `input_schema`; they were "
+        "left out of tool `lookup`, so the rules they state are not enforced"
+    ]
+
+
+@pytest.mark.parametrize("strict", [None, True])
+def test_anthropic_tool_root_allof_is_folded_into_the_root(strict: bool | None) -> None:
+    response, recorder = _lookup(BOTH_IN_PARTS, strict)
+    [tool] = recorder.bodies[0]["tools"]
+    if strict:
+        # The strict rewrite starts from the folded root (and merges the `allOf` it finds).
+        assert tool["input_schema"] == {
+            **FOLDED,
+            "properties": {**FOLDED["properties"], "email": {"type": "string", "format": "email"}},
+            "additionalProperties": False,
+        }
+        assert tool["strict"] is True
+    else:
+        assert tool == {"name": "lookup", "input_schema": FOLDED}
+        assert list(response.warnings) == []
+
+
+@pytest.mark.parametrize(
+    ("schema", "why"),
+    [
+        (
+            {**BOTH_IN_PARTS, "additionalProperties": False},
+            "the root's `additionalProperties` reads only the root's own `properties`, so the "
+            "branches' cannot join them",
+        ),
+        (
+            {"type": "object", "allOf": [{"properties": {"a": {}}}, {"minProperties": 1}]},
+            "`/allOf/1` says `minProperties`, beyond the `type`, `properties` and `required` "
+            "that can join the root",
+        ),
+        (
+            {"type": "object", "allOf": [{"type": "string"}]},
+            "`/allOf/0` is not of type object",
+        ),
+    ],
+    ids=["closed-root", "other-keyword", "not-an-object"],
+)
+@pytest.mark.parametrize("strict", [None, True])
+def test_anthropic_tool_root_allof_that_cannot_be_folded_is_refused_unsent(
+    schema: dict[str, Any], why: str, strict: bool | None
+) -> None:
+    with pytest.raises(allama.InvalidRequestError) as raised:
+        _lookup(schema, strict)
+    assert str(raised.value) == (
+        "Anthropic takes no `allOf` at the top level of `input_schema`, and that of tool "
+        f"`lookup` cannot be folded into its root: {why}"
+    )
+
+
+def test_anthropic_tool_root_combinator_refused_nothing_sent() -> None:
+    recorder = Recorder("anthropic", {})
+    provider = allama.provider("anthropic", api_key="k", transport=recorder.transport())
+    schema = {"type": "object", "allOf": [{"type": "string"}]}
+    request = (
+        ChatRequest("claude-sonnet-4-5")
+        .user("q")
+        .add_tool(ToolDefinition(name="t", parameters=schema))
+    )
+    with pytest.raises(allama.InvalidRequestError):
+        provider.chat(request)
+    assert recorder.bodies == []
+
+
+class Contact(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={"anyOf": [{"required": ["email"]}, {"required": ["phone"]}]}
+    )
+    email: str | None = None
+    phone: str | None = None
+
+
+def test_extraction_still_wraps_a_type_whose_root_has_anyof() -> None:
+    """Extraction's own tool keeps the type whole inside `{"value": ...}`: no rule lost."""
+    recorder = Recorder("anthropic", {"value": {"email": "ada@example.com"}})
+    provider = allama.provider("anthropic", api_key="k", transport=recorder.transport())
+    request = ChatRequest("claude-3-5-haiku-20241022").user("q")
+    extraction = allama.extract(provider, Contact, request.with_option(ExtractionMode.FORCED_TOOL))
+    assert extraction.value == Contact(email="ada@example.com")
+    assert extraction.metadata.root_wrapped is True
+    [tool] = recorder.bodies[0]["tools"]
+    assert tool["input_schema"] == {
+        "$defs": {"Contact": Contact.model_json_schema()},
+        "additionalProperties": False,
+        "properties": {"value": {"$ref": "#/$defs/Contact"}},
+        "required": ["value"],
+        "type": "object",
+    }
+    said = [w.message for w in extraction.metadata.degradations]
+    assert not any("top level" in message for message in said)

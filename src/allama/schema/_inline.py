@@ -11,18 +11,26 @@ itself from inside), so the schema accepts exactly what it did.
 
 `{}`, the plain way to write a tool of no arguments, is refused as `input_schema` for its
 missing `type`; a root union is refused by Anthropic ("input_schema does not support oneOf,
-allOf, or anyOf at the top level").
+allOf, or anyOf at the top level"), and so is an object root with one of those beside its
+properties, which `without_root_combinators` takes out for that API.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from allama.schema._errors import SchemaError
 from allama.schema._types import derived
 from allama.schema._walk import ANNOTATIONS, OBJECT_KEYWORDS, preflight
 
-__all__ = ["inline_root_ref", "no_object_parameters", "object_parameters"]
+__all__ = [
+    "RootCombinators",
+    "inline_root_ref",
+    "no_object_parameters",
+    "object_parameters",
+    "without_root_combinators",
+]
 
 _DEFINITIONS = frozenset({"$defs", "definitions"})
 _NOT_MOVED = _DEFINITIONS | {"$schema", "$anchor", "$dynamicAnchor"}
@@ -46,6 +54,93 @@ def object_parameters(schema: dict[str, Any]) -> dict[str, Any] | None:
         schema, "allama.schema.object_parameters", lambda: _object_parameters(schema)
     )
     return made
+
+
+@dataclass(frozen=True, slots=True)
+class RootCombinators:
+    """An object root without `anyOf`, `oneOf` or `allOf` (`without_root_combinators`)."""
+
+    schema: dict[str, Any]
+    """The root as sent: the schema given when there was nothing to change."""
+    dropped: tuple[str, ...] = ()
+    """The root's `anyOf` and `oneOf` left out, in that order: their rule is not enforced."""
+    folded: bool = False
+    """A root `allOf` was folded into the root, which accepts what it did."""
+
+
+_FOLDABLE = frozenset({"type", "properties", "required"})
+_OPEN_ENDED = ("additionalProperties", "patternProperties", "unevaluatedProperties")
+"""Root keywords that read the root's own `properties`: folding a branch's into them would
+change what they allow."""
+
+
+def without_root_combinators(schema: dict[str, Any]) -> RootCombinators:
+    """`schema` (an `object_parameters` result) for an API that takes no `anyOf`, `oneOf`
+    or `allOf` at the root of a tool's parameters (Anthropic's `input_schema`).
+
+    A root `allOf` whose branches say only `type: object`, `properties` and `required` is
+    folded into the root, which then accepts exactly what it did: `required` is the union,
+    and a property given two schemas is their `allOf`. A root `anyOf` or `oneOf` is left out
+    (the object's alternatives, as an "email or phone" tool writes them), which the caller
+    must be told. Raises `SchemaError` for an `allOf` that cannot be folded exactly."""
+    if not any(key in schema for key in ("anyOf", "oneOf", "allOf")):
+        return RootCombinators(schema)
+    root = dict(schema)
+    folded = "allOf" in root
+    if folded:
+        root = _folded(root)
+    dropped = tuple(key for key in ("anyOf", "oneOf") if key in root)
+    for key in dropped:
+        del root[key]
+    return RootCombinators(root, dropped, folded)
+
+
+def _folded(root: dict[str, Any]) -> dict[str, Any]:
+    branches = root.pop("allOf")
+    if not isinstance(branches, list):
+        raise SchemaError("/allOf", "`/allOf` is not a list of schemas")
+    if opened := [key for key in _OPEN_ENDED if key in root]:
+        raise SchemaError(
+            "/",
+            f"the root's `{opened[0]}` reads only the root's own `properties`, so the "
+            "branches' cannot join them",
+        )
+    own, needed = root.get("properties", {}), root.get("required", [])
+    if not isinstance(own, dict) or not isinstance(needed, list):
+        raise SchemaError("/", "the root has `properties` or `required` of a wrong shape")
+    properties: dict[str, Any] = dict(own)
+    required: list[Any] = list(needed)
+    for index, branch in enumerate(branches):
+        where = f"/allOf/{index}"
+        if not isinstance(branch, dict):
+            raise SchemaError(where, f"`{where}` is not an object schema")
+        other = sorted(key for key in branch if key not in _FOLDABLE)
+        if other:
+            raise SchemaError(
+                where,
+                f"`{where}` says `{other[0]}`, beyond the `type`, `properties` and `required` "
+                "that can join the root",
+            )
+        if branch.get("type", "object") not in ("object", ["object"]):
+            raise SchemaError(where, f"`{where}` is not of type object")
+        given = branch.get("properties", {})
+        listed = branch.get("required", [])
+        if not isinstance(given, dict) or not isinstance(listed, list):
+            raise SchemaError(where, f"`{where}` has `properties` or `required` of a wrong shape")
+        for name, value in given.items():
+            if name not in properties:
+                properties[name] = value
+                continue
+            held = properties[name]
+            nested = isinstance(held, dict) and set(held) == {"allOf"}
+            parts = list(held["allOf"]) if nested and isinstance(held["allOf"], list) else [held]
+            if value not in parts:
+                properties[name] = {"allOf": [*parts, value]}
+        required += [name for name in listed if name not in required]
+    root["properties"] = properties
+    if required:
+        root["required"] = required
+    return root
 
 
 def no_object_parameters(tool: str, provider: str) -> str:

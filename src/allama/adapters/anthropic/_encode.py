@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import pairwise
@@ -41,7 +42,11 @@ from allama.adapters.anthropic._capabilities import ClaudeFamily, Thinking
 from allama.adapters.anthropic._profile import AnthropicProfile
 from allama.errors import InvalidRequestError
 from allama.schema._errors import SchemaError
-from allama.schema._inline import no_object_parameters, object_parameters
+from allama.schema._inline import (
+    no_object_parameters,
+    object_parameters,
+    without_root_combinators,
+)
 from allama.schema._limits import measure
 from allama.schema._rewrite import Rewrite, SchemaNote, apply_strict_policy
 from allama.types import (
@@ -125,6 +130,7 @@ class _Encoder:
         degradations: Degradations,
         *,
         stream: bool,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         self.request = request
         self.profile = profile
@@ -153,6 +159,7 @@ class _Encoder:
         self.paused_last = False  # the conversation ends in that turn
         self.container: str | None = None  # the container the last turn's code waits in
         self.as_sent: dict[str, Any] = {}  # settings sent otherwise than the request gives
+        self.longer_output = _longer_output(headers or {})  # a beta raises the output limit
 
     # Messages
 
@@ -580,6 +587,7 @@ class _Encoder:
         rewrite removed was not removed after all."""
         if not self.request.tools:
             return None, []
+        self.unique_names()
         strict_sent = 0
         tools = []
         said: list[tuple[bool, list[Warning]]] = []
@@ -591,24 +599,66 @@ class _Encoder:
             said.append((sent, scratch.warnings))
         return tools, said
 
-    def plain(self, tool: ToolDefinition) -> dict[str, Any]:
-        wire: dict[str, Any] = {"name": tool.name}
-        if tool.description:
-            wire["description"] = tool.description
-        # The root must be `type: "object"`: Anthropic refuses `{}` and a root `$ref` (a
-        # recursive model's), sent as object roots, and a root union, refused here.
+    def unique_names(self) -> None:
+        """Refuse tools of one name, which Anthropic answers 400 ("tools: Tool names must be
+        unique"): which of them a call names could not be told."""
+        places: dict[str, list[int]] = {}
+        for index, tool in enumerate(self.request.tools):
+            places.setdefault(tool.name, []).append(index)
+        twice = [(name, at) for name, at in places.items() if len(at) > 1]
+        if twice:
+            said = "; ".join(
+                f"`{name}` names the tools at positions {_positions(at)}" for name, at in twice
+            )
+            raise self.invalid(
+                f"{self.profile.display_name} takes each tool name once, and the request's "
+                f"tools repeat names (positions count from 0): {said}"
+            )
+
+    def plain(self, tool: ToolDefinition, record: Degradations) -> dict[str, Any]:
+        """`tool` without `strict`; what its schema loses goes to `record`."""
+        return _named(tool, self.parameters(tool, record)[0])
+
+    def parameters(
+        self, tool: ToolDefinition, record: Degradations
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """`tool`'s `input_schema`, and the schema a strict rewrite starts from (the tool's
+        own, unless a root combinator was taken out).
+
+        The root must be `type: "object"`: Anthropic refuses `{}` and a root `$ref` (a
+        recursive model's), sent as object roots, and a root union, refused here; and it
+        takes no `anyOf`, `oneOf` or `allOf` beside the root's properties ("input_schema
+        does not support oneOf, allOf, or anyOf at the top level"): an `allOf` is folded
+        into the root, the others are left out."""
+        display = self.profile.display_name
         schema = object_parameters(tool.parameters)
         if schema is None:
-            raise self.invalid(no_object_parameters(tool.name, self.profile.display_name))
-        wire["input_schema"] = schema
-        return wire
+            raise self.invalid(no_object_parameters(tool.name, display))
+        try:
+            made = without_root_combinators(schema)
+        except SchemaError as error:
+            raise self.invalid(
+                f"{display} takes no `allOf` at the top level of `input_schema`, and that of "
+                f"tool `{tool.name}` cannot be folded into its root: {error}"
+            ) from error
+        if made.dropped:
+            named = " or ".join(f"`{key}`" for key in made.dropped)
+            if len(made.dropped) == 1:
+                left = f"it was left out of tool `{tool.name}`, so the rule it states is"
+            else:
+                left = f"they were left out of tool `{tool.name}`, so the rules they state are"
+            record.approximate(
+                RequestField.TOOLS,
+                f"{display} takes no {named} at the top level of `input_schema`; {left} not "
+                "enforced",
+            )
+        return made.schema, (tool.parameters if made.schema is schema else made.schema)
 
     def tool(
         self, tool: ToolDefinition, *, room: bool, record: Degradations
     ) -> tuple[dict[str, Any], bool]:
         """`tool` on the wire, and whether it went strict; its warnings go to `record`."""
-        wire = self.plain(tool)
-        schema = wire["input_schema"]
+        schema, rewritten = self.parameters(tool, record)
         strict = False
         if tool.strict:
             subject = f"tool `{tool.name}`"
@@ -627,7 +677,7 @@ class _Encoder:
                     instead=f"{subject} was sent without `strict`",
                 )
             else:
-                rewrite = self.rewrite(tool.parameters, subject)
+                rewrite = self.rewrite(rewritten, subject)
                 # Without `strict` the tool's own schema is sent, not the rewrite.
                 strict = apply_strict_policy(
                     rewrite,
@@ -639,7 +689,7 @@ class _Encoder:
                 if strict:
                     schema = rewrite.schema
                     self.count(rewrite)
-        wire["input_schema"] = schema
+        wire = _named(tool, schema)
         if strict:
             wire["strict"] = True
         return wire, strict
@@ -871,6 +921,28 @@ class _Encoder:
             )
             self.withheld.add(key)
 
+    def output_limit(self) -> int | None:
+        """The request's `max_tokens`, lowered to the output limit of a family the table
+        knows (Anthropic answers 400 above it: "max_tokens: N > M, which is the maximum
+        allowed number of output tokens"). Left as asked where a beta raises the limit
+        (`output-128k-2025-02-19`) or the body option gives its own."""
+        asked = self.request.max_output_tokens
+        limit = self.family.max_output
+        if (
+            asked is None
+            or asked <= limit
+            or self.family.pattern == "*"
+            or self.sends("max_tokens")
+            or self.longer_output
+        ):
+            return asked
+        self.degradations.refuse(
+            RequestField.MAX_OUTPUT_TOKENS,
+            f"{self.where} writes at most {limit} output tokens",
+            instead=f"{limit} was sent in place of {asked}",
+        )
+        return limit
+
     def stop_sequences(self) -> list[str]:
         """The stop sequences Anthropic takes: one of nothing but whitespace is answered 400
         ("each stop sequence must contain non-whitespace"), so it is left out."""
@@ -907,8 +979,9 @@ class _Encoder:
             self.degradations.refuse(
                 RequestField.TOOLS, why, instead="the tools were sent without `strict`"
             )
-            tools = [self.plain(tool) for tool in self.request.tools]
-        max_tokens = request.max_output_tokens
+            # (A tool's own warnings are said again where its strict ones were not kept.)
+            tools = [self.plain(tool, self.degradations) for tool in self.request.tools]
+        max_tokens = self.output_limit()
         thinking, effort, budget = self.thinking(max_tokens, _unsigned_tool_turn(messages))
         thinks, budget = self.option_thinking(thinking, budget)
         if max_tokens is None:
@@ -979,8 +1052,8 @@ class _Encoder:
                 else:
                     body[key] = value
             self.option_replaced(body, output, choice)
-        if request.max_output_tokens is None:  # the limit filled in: Anthropic requires one
-            given = {**given, "max_tokens": body.get("max_tokens")}
+        if request.max_output_tokens != max_tokens:  # filled in (Anthropic requires one), or
+            given = {**given, "max_tokens": body.get("max_tokens")}  # lowered to the family's
         if given:
             self.as_sent = settings_as_sent(request, given, _SETTINGS)
         return body
@@ -1023,10 +1096,11 @@ def encode_request(
     Raises `UnsupportedError` (stage `BEFORE_SENDING`) for what Anthropic cannot honour
     under `UnsupportedPolicy.ERROR`, and for a response format it cannot enforce under any
     policy; `InvalidRequestError` for a conversation it cannot take (tool call arguments
-    that are not an object, an image of another type, no message but system ones) and for
-    a tool whose parameters are not an object.
+    that are not an object, an image of another type, no message but system ones), for
+    a tool whose parameters are not an object or hold a root `allOf` that cannot be folded
+    into the root, and for tools of one name.
     """
-    encoder = _Encoder(request, profile, family, degradations, stream=stream)
+    encoder = _Encoder(request, profile, family, degradations, stream=stream, headers=headers)
     body = encoder.body()
     return HttpRequest("POST", url, headers, body, params or {}, as_sent=encoder.as_sent)
 
@@ -1069,6 +1143,35 @@ def _unsigned_tool_turn(messages: list[dict[str, Any]]) -> bool:
     if opening is None:
         return False
     return opening["content"][0]["type"] not in ("thinking", "redacted_thinking")
+
+
+_LONGER_OUTPUT = re.compile(r"output-\d+k-\d{4}-\d{2}-\d{2}")
+"""An `anthropic-beta` that raises a family's output limit (`output-128k-2025-02-19`)."""
+
+
+def _longer_output(headers: Mapping[str, str]) -> bool:
+    """Whether `headers` opt into a beta that raises the output limit (`anthropic-beta`
+    lists betas separated by commas)."""
+    return any(
+        _LONGER_OUTPUT.fullmatch(beta.strip())
+        for name, value in headers.items()
+        if name.lower() == "anthropic-beta"
+        for beta in value.split(",")
+    )
+
+
+def _named(tool: ToolDefinition, schema: dict[str, Any]) -> dict[str, Any]:
+    wire: dict[str, Any] = {"name": tool.name}
+    if tool.description:
+        wire["description"] = tool.description
+    wire["input_schema"] = schema
+    return wire
+
+
+def _positions(places: list[int]) -> str:
+    """`[0, 2, 5]` as "0, 2 and 5"."""
+    *most, last = (str(place) for place in places)
+    return f"{', '.join(most)} and {last}"
 
 
 def _thinks(thinking: object) -> bool:
