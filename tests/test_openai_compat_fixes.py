@@ -4,8 +4,10 @@ reasoning, llama.cpp's full context, vLLM's roles, OpenRouter's error beside its
 Groq's strict tools per model family, OpenRouter's unnamed "requested parameters", the
 choices after the first (`n`) warned of and kept, Groq's 498 `capacity_exceeded` tried
 again, no reasoning effort sent to Groq's Llama 3.x, no log-probabilities asked of an
-Azure deployment taken for a reasoning model, and OpenRouter's `require_parameters` kept
-for a schema with a warning where the caller gave another."""
+Azure deployment taken for a reasoning model, OpenRouter's `require_parameters` kept
+for a schema with a warning where the caller gave another, OpenAI's tool-call ids within 40
+characters, and reasoning or a paused Anthropic turn's server tool blocks left out with a
+warning."""
 
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ from allama.adapters.openai_compat._sse import ChatStreamDecoder, decode_stream
 from allama.errors import ContextWindowExceededError, Error, ServerError, UnsupportedError
 from allama.stream import StreamCollector
 from allama.types import (
+    AssistantMessage,
     ChatResponse,
     FieldSubject,
     Reasoning,
@@ -1056,3 +1059,218 @@ def test_openrouters_responses_api_says_so_too() -> None:
         "`require_parameters` of `provider` of the body option `openai_responses` (false) "
         f"{NEEDS}; `require_parameters: true` was sent"
     ]
+
+
+# 13. OpenAI's Chat Completions take tool-call ids of at most 40 characters; reasoning and
+# a paused Anthropic turn's server tool blocks are not left out unannounced
+
+XAI_IDS = (
+    "call-8d42c1c4-e725-4592-b367-adc3f7ac24cb-0",  # xAI's (43 characters)
+    "call-8d42c1c4-e725-4592-b367-adc3f7ac24cb-1",
+)
+VLLM_ID = "chatcmpl-tool-b59dc311dd914d3dbd6d455b122bc39c"  # vLLM's (46)
+
+
+def _paris_call(call_id: str) -> ToolCall:
+    return ToolCall(id=call_id, name="weather", arguments='{"city": "Paris"}')
+
+
+def _wire_call(call_id: str) -> dict[str, Any]:
+    return {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": "weather", "arguments": '{"city": "Paris"}'},
+    }
+
+
+def _continued(request: ChatRequest, *ids: str) -> ChatRequest:
+    request = request.assistant([_paris_call(call_id) for call_id in ids])
+    for call_id in ids:
+        request = request.tool_result(call_id, "Sunny")
+    return request
+
+
+def _sent(preset: str, request: ChatRequest, **options: Any) -> tuple[dict[str, Any], Any]:
+    target, recorder = provider(preset, (200, completion({"content": "ok"})), **options)
+    response = target.chat(request)
+    return recorder.bodies[0], response.warnings
+
+
+def test_openai_is_sent_another_providers_long_tool_call_ids_within_40_characters() -> None:
+    # OpenAI answers 400 to a longer one: "Invalid 'messages[2].tool_calls[0].id': string
+    # too long. Expected a string with maximum length 40" (`string_above_max_length`).
+    request = _continued(ChatRequest("gpt-4.1").user("Weather?").with_tools([WEATHER]), *XAI_IDS)
+    body, warnings = _sent("openai", request)
+    first, second = "call_zjawFEc7a4Mkcz17m1zHmMCL", "call_UYmUZSqztRYxcCjThktRyaIp"
+    assert body["messages"] == [
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "tool_calls": [_wire_call(first), _wire_call(second)]},
+        {"role": "tool", "tool_call_id": first, "content": "Sunny"},
+        {"role": "tool", "tool_call_id": second, "content": "Sunny"},
+    ]
+    assert warnings == ()
+    # The same conversation is sent the same way every time (prompt caching).
+    assert _sent("openai", request)[0] == body
+
+
+def test_azure_openai_too_and_other_hosts_get_the_ids_as_they_are() -> None:
+    request = _continued(ChatRequest("gpt-4.1").user("Weather?"), VLLM_ID, "call_short")
+    body, _ = _sent("azure-openai", request, base_url="https://res.openai.azure.com/openai/v1")
+    made = "call_PG0x5r6NtgZwK2Ef3XrSBCpA"
+    assert body["messages"][1:] == [
+        {"role": "assistant", "tool_calls": [_wire_call(made), _wire_call("call_short")]},
+        {"role": "tool", "tool_call_id": made, "content": "Sunny"},
+        {"role": "tool", "tool_call_id": "call_short", "content": "Sunny"},
+    ]
+    for preset in ("groq", "xai", "deepseek"):
+        body, _ = _sent(preset, request)
+        assert [m["tool_call_id"] for m in body["messages"][2:]] == [VLLM_ID, "call_short"]
+
+
+def test_a_repeated_id_goes_as_it_is_and_a_long_one_repeated_gets_one_per_call() -> None:
+    # Gemini's and Ollama's stand-ins restart in every response: OpenAI takes them.
+    request = _continued(ChatRequest("gpt-4.1").user("Weather?"), "call_0", VLLM_ID)
+    request = _continued(request.user("Again?"), "call_0", VLLM_ID)
+    body, warnings = _sent("openai", request)
+    first, again = "call_PG0x5r6NtgZwK2Ef3XrSBCpA", "call_sBJmEb5VVw2lsZykFOHqjChv"
+    assert body["messages"][1:4] == [
+        {"role": "assistant", "tool_calls": [_wire_call("call_0"), _wire_call(first)]},
+        {"role": "tool", "tool_call_id": "call_0", "content": "Sunny"},
+        {"role": "tool", "tool_call_id": first, "content": "Sunny"},
+    ]
+    assert body["messages"][5:] == [
+        {"role": "assistant", "tool_calls": [_wire_call("call_0"), _wire_call(again)]},
+        {"role": "tool", "tool_call_id": "call_0", "content": "Sunny"},
+        {"role": "tool", "tool_call_id": again, "content": "Sunny"},
+    ]
+    assert warnings == ()
+
+
+THINKING_TURN = (
+    Reasoning(text="Call the tool first.", signature="EsYDCkYIBxgC", issuer="anthropic"),
+    _paris_call("toolu_01"),
+)
+REASONING_LEFT_OUT = "reasoning was left out of the conversation"
+
+
+def _thinking_request(model: str) -> ChatRequest:
+    request = ChatRequest(model).user("Weather?").with_tools([WEATHER])
+    return request.assistant(THINKING_TURN).tool_result("toolu_01", "Sunny")
+
+
+@pytest.mark.parametrize(
+    ("preset", "model", "display"),
+    [
+        ("openai", "gpt-5", "OpenAI"),
+        ("groq", "openai/gpt-oss-120b", "Groq"),
+        ("mistral", "magistral-medium-latest", "Mistral"),
+    ],
+)
+def test_an_anthropic_turns_thinking_left_out_is_said(
+    preset: str, model: str, display: str
+) -> None:
+    body, warnings = _sent(preset, _thinking_request(model))
+    assert [m["role"] for m in body["messages"]] == ["user", "assistant", "tool"]
+    assert "Call the tool first." not in json.dumps(body)
+    assert [(w.kind, w.subject, w.message) for w in warnings] == [
+        (
+            WarningKind.APPROXIMATED,
+            FieldSubject(field=RequestField.REASONING),
+            f"{display} takes back no reasoning through Chat Completions; {REASONING_LEFT_OUT}",
+        )
+    ]
+
+
+def test_reasoning_that_goes_back_is_not_said_to_be_left_out() -> None:
+    # DeepSeek's `reasoning_content`, and OpenRouter's own `reasoning_details`.
+    body, warnings = _sent("deepseek", _thinking_request("deepseek-reasoner"))
+    assert body["messages"][1]["reasoning_content"] == "Call the tool first."
+    assert warnings == ()
+    details = [{"type": "reasoning.text", "text": "Call the tool first.", "index": 0}]
+    turn = AssistantMessage(
+        content=(Reasoning(text="Call the tool first."), _paris_call("call_1")),
+        provider_data={"openrouter": {"reasoning_details": details}},
+    )
+    request = ChatRequest("openai/gpt-5").user("Weather?").push(turn).tool_result("call_1", "ok")
+    body, warnings = _sent("openrouter", request)
+    assert body["messages"][1]["reasoning_details"] == details
+    assert warnings == ()
+    # A turn without reasoning says nothing.
+    body, warnings = _sent("openai", _continued(ChatRequest("gpt-5").user("Weather?"), "call_1"))
+    assert warnings == ()
+
+
+def test_an_endpoints_own_plain_reasoning_left_out_is_not_said_on_each_turn() -> None:
+    # Groq's parsed reasoning (plain text, no signature) is never taken back: a tool loop
+    # would otherwise be warned on every turn.
+    turn = AssistantMessage(content=(Reasoning(text="Call the tool."), _paris_call("call_1")))
+    request = ChatRequest("openai/gpt-oss-120b").user("Weather?").with_tools([WEATHER])
+    body, warnings = _sent("groq", request.push(turn).tool_result("call_1", "Sunny"))
+    assert "Call the tool." not in json.dumps(body)
+    assert warnings == ()
+
+
+PAUSED = {
+    "id": "msg_1",
+    "type": "message",
+    "role": "assistant",
+    "model": "claude-sonnet-4-5",
+    "content": [
+        {"type": "text", "text": "Searching."},
+        {
+            "type": "server_tool_use",
+            "id": "srvtoolu_1",
+            "name": "web_search",
+            "input": {"query": "weather Paris"},
+        },
+        {
+            "type": "web_search_tool_result",
+            "tool_use_id": "srvtoolu_1",
+            "content": [
+                {
+                    "type": "web_search_result",
+                    "url": "https://example.com/paris",
+                    "title": "Paris",
+                    "encrypted_content": "E1",
+                }
+            ],
+        },
+    ],
+    "stop_reason": "pause_turn",
+    "usage": {"input_tokens": 5, "output_tokens": 3},
+}
+SERVER_BLOCKS_LEFT_OUT = (
+    "the server tool blocks of an Anthropic turn that goes back whole (paused, or waiting on "
+    "tool calls from code execution) were left out: only Anthropic takes them back"
+)
+
+
+def paused_turn() -> AssistantMessage:
+    """A turn Anthropic paused in its web search, as `to_assistant_message()` gives it."""
+    target, _ = provider("anthropic", (200, PAUSED))
+    return target.chat(ChatRequest("claude-sonnet-4-5").user("Weather?")).to_assistant_message()
+
+
+def test_a_paused_anthropic_turns_server_blocks_left_out_are_said_once() -> None:
+    turn = paused_turn()
+    request = ChatRequest("gpt-4.1").user("Weather?").push(turn).user("Go on.")
+    request = request.push(turn).user("Go on.")
+    body, warnings = _sent("openai", request)
+    assert body["messages"] == [
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": "Searching."},
+        {"role": "user", "content": "Go on."},
+        {"role": "assistant", "content": "Searching."},
+        {"role": "user", "content": "Go on."},
+    ]
+    assert [(w.kind, w.subject, w.message) for w in warnings] == [
+        (
+            WarningKind.APPROXIMATED,
+            FieldSubject(field=RequestField.MESSAGES),
+            SERVER_BLOCKS_LEFT_OUT,
+        )
+    ]
+    # A finished turn carries no blocks to leave out.
+    finished = turn.model_copy(update={"provider_data": {}})
+    request = ChatRequest("gpt-4.1").user("Weather?").push(finished).user("Go on.")
+    assert _sent("openai", request)[1] == ()

@@ -841,7 +841,14 @@ def test_schemas_are_sent_exactly_as_chat_completions_sends_them(
     request = _schema_request(model, schema, tool=tool)
     ours, our_warnings = responses(name)._prepare(request, stream=False)
     theirs, their_warnings = chat(name)._prepare(request, stream=False)
-    assert our_warnings == their_warnings
+    # But for where the schema in words went, for a family with JSON mode alone: first in
+    # the input where the endpoint reads the input alone for "json" (OpenAI's, Azure's).
+    first = "written first in the input as a developer message"
+    said = [
+        w.model_copy(update={"message": w.message.replace(first, "written into the instructions")})
+        for w in our_warnings
+    ]
+    assert said == list(their_warnings)
     if tool:
         (function,) = [t["function"] for t in theirs.body["tools"]]
         (flat,) = ours.body["tools"]

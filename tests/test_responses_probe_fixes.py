@@ -20,6 +20,10 @@
    (OpenAI answers 400 to them); a model nobody knows (an Azure deployment) still gets them.
 7. An Azure deployment taken for a reasoning model (named for none, asked for an effort)
    is asked for no log-probabilities at an effort other than `none`, as for no sampling.
+8. A `call_id` past the spec's 64 characters goes as one made from it, its results with it.
+9. A paused Anthropic turn's server tool blocks, left out, are said to be.
+10. A schema sent in words to a family with JSON mode alone: its refusal says where the
+    words went (first in the input, or into the instructions).
 """
 
 from __future__ import annotations
@@ -907,3 +911,146 @@ def test_a_deployment_taken_for_a_reasoning_model_is_asked_for_no_logprobs() -> 
     assert recorder.bodies[1]["top_logprobs"] == 3
     assert recorder.bodies[1]["include"] == ["message.output_text.logprobs"]
     assert recorder.bodies[1]["temperature"] == 0.5
+
+
+# 8. A `call_id` is 1 to 64 characters
+
+LONG_ID = "c" * 70  # past the spec's `maxLength`
+EDGE_ID = "e" * 64
+NEAR_ID = "n" * 63  # its repeat's suffix (`_1`) would make 65
+
+
+def _call_item(call_id: str) -> dict[str, Any]:
+    return {
+        "type": "function_call",
+        "call_id": call_id,
+        "name": "get_weather",
+        "arguments": '{"city":"Paris"}',
+    }
+
+
+def _output_item(call_id: str, output: str) -> dict[str, Any]:
+    return {"type": "function_call_output", "call_id": call_id, "output": output}
+
+
+def test_a_call_id_the_api_refuses_goes_as_one_made_from_it() -> None:
+    def call(call_id: str) -> ToolCall:
+        return ToolCall(id=call_id, name="get_weather", arguments='{"city":"Paris"}')
+
+    request = ChatRequest("gpt-4.1").user("Weather?").with_tools([WEATHER])
+    request = request.assistant([call(LONG_ID), call(EDGE_ID), call(NEAR_ID)])
+    for call_id in (LONG_ID, EDGE_ID, NEAR_ID):
+        request = request.tool_result(call_id, "Sunny")
+    request = request.user("Again?").assistant([call(NEAR_ID)]).tool_result(NEAR_ID, "Rainy")
+    body, warnings = prepared("openai", request, api="responses")
+    made, again = "call_QLbJqeoQxFpUDCyS6pDlm18m", "call_TJI0PTmbxNpk5Fd7bT4iOPAf"
+    assert body["input"] == [
+        {"role": "user", "content": "Weather?"},
+        _call_item(made),
+        _call_item(EDGE_ID),
+        _call_item(NEAR_ID),
+        _output_item(made, "Sunny"),
+        _output_item(EDGE_ID, "Sunny"),
+        _output_item(NEAR_ID, "Sunny"),
+        {"role": "user", "content": "Again?"},
+        _call_item(again),
+        _output_item(again, "Rainy"),
+    ]
+    assert warnings == []
+    # The same conversation is sent the same way every time (prompt caching).
+    assert prepared("openai", request, api="responses")[0] == body
+
+
+# 9. A paused Anthropic turn's server tool blocks are not left out unannounced
+
+PAUSED = {
+    "id": "msg_1",
+    "type": "message",
+    "role": "assistant",
+    "model": "claude-sonnet-4-5",
+    "content": [
+        {"type": "text", "text": "Searching."},
+        {
+            "type": "server_tool_use",
+            "id": "srvtoolu_1",
+            "name": "web_search",
+            "input": {"query": "weather Paris"},
+        },
+        {
+            "type": "web_search_tool_result",
+            "tool_use_id": "srvtoolu_1",
+            "content": [
+                {
+                    "type": "web_search_result",
+                    "url": "https://example.com/paris",
+                    "title": "Paris",
+                    "encrypted_content": "E1",
+                }
+            ],
+        },
+    ],
+    "stop_reason": "pause_turn",
+    "usage": {"input_tokens": 5, "output_tokens": 3},
+}
+
+
+def test_a_paused_anthropic_turns_server_blocks_left_out_are_said() -> None:
+    anthropic, _ = provider("anthropic", (200, PAUSED))
+    turn = anthropic.chat(ChatRequest("claude-sonnet-4-5").user("Weather?")).to_assistant_message()
+    made, recorder = provider("openai", answer("gpt-5", ANSWER_ITEM), api="responses")
+    out = made.chat(ChatRequest("gpt-5").user("Weather?").push(turn).user("Go on."))
+    assert recorder.bodies[0]["input"] == [
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": "Searching."},
+        {"role": "user", "content": "Go on."},
+    ]
+    assert [(w.subject, w.message) for w in out.warnings] == [
+        (
+            FieldSubject(field=RequestField.MESSAGES),
+            "the server tool blocks of an Anthropic turn that goes back whole (paused, or "
+            "waiting on tool calls from code execution) were left out: only Anthropic takes "
+            "them back",
+        )
+    ]
+
+
+# 10. A schema to a family with JSON mode alone: the refusal says where its words went
+
+SCHEMA_FORMAT = ResponseFormat.for_schema(
+    {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}, name="X"
+)
+AS_JSON_OBJECT = (
+    "`gpt-4-turbo` on OpenAI has no JSON Schema output; the response format `X` was sent as "
+    "`json_object`, which only constrains the output to a JSON object, with the schema "
+    "written "
+)
+SCHEMA_NOTE = (
+    "Answer with one JSON object that follows this JSON Schema:\n"
+    '{"type":"object","properties":{"a":{"type":"string"}},"required":["a"]}'
+)
+
+
+@pytest.mark.parametrize("system", [None, "Answer in JSON."])
+def test_a_schema_in_words_first_in_the_input_is_said_to_be_there(system: str | None) -> None:
+    request = ChatRequest("gpt-4-turbo")
+    if system is not None:
+        request = request.system(system)  # (`instructions` do not count for the word)
+    made, sent = strict_openai()
+    out = made.chat(request.user("Hi").with_response_format(SCHEMA_FORMAT))
+    assert sent[0]["input"] == [
+        {"role": "developer", "content": SCHEMA_NOTE},
+        {"role": "user", "content": "Hi"},
+    ]
+    assert sent[0].get("instructions") == system
+    assert [w.message for w in out.warnings] == [
+        AS_JSON_OBJECT + "first in the input as a developer message"
+    ]
+
+
+def test_a_schema_in_words_with_the_instructions_is_said_to_be_there() -> None:
+    request = ChatRequest("gpt-4-turbo").system("Be brief.").user("Hi, in JSON")
+    made, sent = strict_openai()
+    out = made.chat(request.with_response_format(SCHEMA_FORMAT))
+    assert sent[0]["instructions"] == f"Be brief.\n\n{SCHEMA_NOTE}"
+    assert sent[0]["input"] == [{"role": "user", "content": "Hi, in JSON"}]
+    assert [w.message for w in out.warnings] == [AS_JSON_OBJECT + "into the instructions"]

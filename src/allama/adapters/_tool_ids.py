@@ -4,17 +4,20 @@ A conversation carries the ids of every provider it went through, and some repea
 stand-ins where a provider gives none (Gemini, Ollama) are `call_0`, `call_1`, ... in every
 response. Anthropic refuses an id outside `[a-zA-Z0-9_-]` and one id for two calls; Mistral's
 models take 9 letters and digits ("Tool call id was ... but must be a-z, A-Z, 0-9, with a
-length of 9"). So a request's ids are mapped once, in conversation order, calls and results
-alike: an id the target takes that no earlier call used goes as it is, any other gets one
-the target takes, unique in the request and made from it deterministically, so that the same
-conversation always encodes the same way (prompt caching). A result answers the first call
-of its id in the latest turn of calls that no result answered yet (a server that gives two
-parallel calls one id), else the latest call of its id before it; one that answers none
-keeps its id (the provider's own error).
+length of 9"); OpenAI's Chat Completions take at most 40 characters (400
+`string_above_max_length`: xAI's `call-<uuid>-0` has 43, vLLM's `chatcmpl-tool-<hex>` 46).
+So a request's ids are mapped once, in conversation order, calls and results alike: an id
+the target takes that no earlier call used (or any it takes, where it takes repeats) goes
+as it is, any other gets one the target takes, unique in the request and made from it
+deterministically, so that the same conversation always encodes the same way (prompt
+caching). A result answers the first call of its id in the latest turn of calls that no
+result answered yet (a server that gives two parallel calls one id), else the latest call
+of its id before it; one that answers none keeps its id (the provider's own error).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import string
@@ -24,7 +27,15 @@ from dataclasses import dataclass
 
 from allama.types import AssistantMessage, Message, ToolCall, ToolMessage
 
-__all__ = ["ANTHROPIC_IDS", "MISTRAL_IDS", "IdRule", "mistral_model", "with_tool_ids"]
+__all__ = [
+    "ANTHROPIC_IDS",
+    "MISTRAL_IDS",
+    "IdRule",
+    "hashed_id",
+    "limited_ids",
+    "mistral_model",
+    "with_tool_ids",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +46,9 @@ class IdRule:
     make: Callable[[str, int], str]
     """An id the target takes, from the original and a number (its occurrence, then higher
     until the id is unused in the request)."""
+    unique: bool = True
+    """Whether the target refuses one id for two calls (a repeat gets another), rather than
+    taking a repeat as it is."""
 
 
 _ANTHROPIC_ID = re.compile(r"[a-zA-Z0-9_-]+")
@@ -67,6 +81,31 @@ def _mistral_id(original: str, number: int) -> str:
 MISTRAL_IDS = IdRule(lambda given: _MISTRAL_ID.fullmatch(given) is not None, _mistral_id)
 """Mistral's models (mistral_common's check, on La Plateforme and wherever their chat
 template runs): 9 letters and digits, here from a hash of the id and its occurrence."""
+
+_HASHED_PREFIX = "call_"
+_HASHED_LETTERS = 24
+
+
+def hashed_id(original: str, number: int) -> str:
+    """`call_` and 24 letters and digits from a hash of the id and its occurrence (29
+    characters, shaped as OpenAI's own ids are): for a target that refuses the id's length."""
+    digest = hashlib.sha256(f"{original}\x00{number}".encode()).digest()
+    value = int.from_bytes(digest, "big")
+    letters = []
+    for _ in range(_HASHED_LETTERS):
+        value, digit = divmod(value, 62)
+        letters.append(_BASE62[digit])
+    return _HASHED_PREFIX + "".join(letters)
+
+
+@functools.cache
+def limited_ids(limit: int) -> IdRule:
+    """Ids of at most `limit` characters (OpenAI Chat Completions' 40), repeats as they are:
+    a longer id is sent as `hashed_id`'s, its results with it."""
+    if limit < len(_HASHED_PREFIX) + _HASHED_LETTERS:
+        raise ValueError(f"no hashed id fits in {limit} characters")
+    return IdRule(lambda given: len(given) <= limit, hashed_id, unique=False)
+
 
 _MISTRAL_MODEL = re.compile(
     r"mistral|mixtral|ministral|magistral|codestral|devstral|pixtral|voxtral", re.IGNORECASE
@@ -122,7 +161,7 @@ def _assign(original: str, rule: IdRule, sent: set[str], seen: Counter[str]) -> 
     number = seen[original]
     seen[original] += 1
     given = original
-    if not rule.accepts(original) or original in sent:
+    if not rule.accepts(original) or (rule.unique and original in sent):
         given = rule.make(original, number)
         while given in sent:
             number += 1

@@ -24,7 +24,7 @@ from allama.adapters._http import (
     settings_as_sent,
 )
 from allama.adapters._rewrites import cached_rewrite, unreported
-from allama.adapters._tool_ids import MISTRAL_IDS, mistral_model, with_tool_ids
+from allama.adapters._tool_ids import MISTRAL_IDS, limited_ids, mistral_model, with_tool_ids
 from allama.adapters.openai_compat._capabilities import ModelFamily, StructuredLevel
 from allama.adapters.openai_compat._profile import SchemaDialect, WireProfile, pdfs_from
 from allama.errors import InvalidRequestError
@@ -51,7 +51,7 @@ from allama.types import (
     WarningKind,
 )
 from allama.types._openai import user_part_to_openai
-from allama.types._response import REASONING_DETAILS_KEY
+from allama.types._response import REASONING_DETAILS_KEY, RESUME_KEY
 
 if TYPE_CHECKING:
     from allama.schema._dialects._openai_strict import OpenAIProfile
@@ -114,6 +114,9 @@ class _Encoder:
         if self.profile.name == "mistral" or mistral_model(self.request.model):
             # Their template refuses other providers' ids, and repeated ones.
             messages = with_tool_ids(messages, MISTRAL_IDS)
+        elif self.profile.max_tool_call_id is not None:
+            # OpenAI refuses a longer id (xAI's and vLLM's are), and takes repeats.
+            messages = with_tool_ids(messages, limited_ids(self.profile.max_tool_call_id))
         wire = [self.message(message) for message in messages]
         if self.profile.mistral_turns:
             wire = self.mistral_turns(wire)
@@ -257,7 +260,43 @@ class _Encoder:
         details = self.reasoning_details(message)
         if details is not None:
             wire["reasoning_details"] = details
+        elif field is None:
+            self.reasoning_left_out(message)
+        self.server_blocks_left_out(message)
         return wire
+
+    def reasoning_left_out(self, message: AssistantMessage) -> None:
+        """Say that the turn's signed or encrypted reasoning (a signed Anthropic thinking
+        block, OpenAI's encrypted reasoning: another API's, which it meant to be sent back)
+        was left out, where the endpoint takes none back, as the other APIs' encoders say of
+        what they leave out. Plain reasoning text, which Chat Completions endpoints give and
+        take none of back (Groq's, xAI's, vLLM's), goes without a word: it would be said on
+        every turn of their tool loops."""
+        if any(
+            isinstance(block, Reasoning) and (block.signature or block.encrypted_content)
+            for block in message.content
+        ):
+            self.degradations.approximate(
+                RequestField.REASONING,
+                f"{self.profile.display_name} takes back no reasoning through Chat Completions; "
+                "reasoning was left out of the conversation",
+            )
+
+    def server_blocks_left_out(self, message: AssistantMessage) -> None:
+        """Say that an Anthropic turn that goes back whole (paused in a server tool's run,
+        or its code execution waiting on tool calls) was sent without its server tool
+        blocks (its searches' calls and results), which only Anthropic takes back."""
+        resume = message.provider_data.get("anthropic", {}).get(RESUME_KEY)
+        layout = resume.get("blocks") if isinstance(resume, dict) else resume
+        if isinstance(layout, list) and any(
+            isinstance(item, dict) and isinstance(item.get("type"), str) for item in layout
+        ):
+            self.degradations.approximate(
+                RequestField.MESSAGES,
+                "the server tool blocks of an Anthropic turn that goes back whole (paused, or "
+                "waiting on tool calls from code execution) were left out: only Anthropic "
+                "takes them back",
+            )
 
     def reasoning_details(self, message: AssistantMessage) -> list[Any] | None:
         """OpenRouter's `reasoning_details` of the turn, to go back unmodified (as OpenRouter
@@ -547,6 +586,11 @@ class _Encoder:
             f'"{JSON_OBJECT_NOTE}" was added to the system instructions',
         )
 
+    def schema_note_place(self) -> str:
+        """Where the schema in words goes for a family with JSON mode alone, as its
+        refusal says."""
+        return "into the instructions"
+
     def option_replaced(self, field: RequestField, where: str, theirs: Any) -> None:
         """Say that the body option's `where` went in place of what `field` made allama send
         (the caller's wins): an extraction's record then shows its schema not sent, or its
@@ -645,7 +689,7 @@ class _Encoder:
                 field,
                 f"`{model}` on {display} has no JSON Schema output",
                 instead=f"{subject} was sent as `json_object`, which only constrains the output "
-                "to a JSON object, with the schema written into the instructions",
+                f"to a JSON object, with the schema written {self.schema_note_place()}",
             )
             self.schema_instruction = json_object_note(rewrite.schema)
             return {"type": "json_object"}

@@ -76,6 +76,10 @@ class WireProfile:
     max_temperature: float | None = None
     """The highest `temperature` the endpoint takes (OpenAI's and Groq's 2: their APIs
     refuse a higher one), `None`: no limit known; a higher one is left out, with a warning."""
+    max_tool_call_id: int | None = None
+    """The longest tool-call id the endpoint takes (OpenAI's and Azure OpenAI's 40: a longer
+    one, another provider's, is answered 400 `string_above_max_length`), `None`: no limit
+    known; a longer id is sent as one made from it (`limited_ids`), its results with it."""
     mistral_turns: bool = False
     """Whether the endpoint checks the conversation as Mistral's does (mistral_common's
     validator): an assistant turn has text or tool calls, a tool result is followed by

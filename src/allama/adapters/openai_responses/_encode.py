@@ -62,7 +62,8 @@ on `response_format` (`text.format`) and `tools`; a family with only JSON mode g
   API answers 400 to two calls or results of one id, which a conversation carries when it
   went through Gemini or Ollama (allama's stand-ins `call_0`, `call_1`, ... restart in
   every response). A repeat gets its id with a suffix (`call_0_1`) and its results with
-  it; an id no earlier call used goes as it is.
+  it; an id no earlier call used goes as it is, unless it is longer than the 64 characters
+  the spec allows (or empty): then as `call_` and 24 letters and digits from its hash.
 - A call of a `custom` tool the body option's `tools` give (by its name) goes back as a
   `custom_tool_call` item, its arguments the free-text `input`, and its result as a
   `custom_tool_call_output`; every other call as a `function_call`. Forcing one by name
@@ -83,7 +84,7 @@ from typing import Any
 
 from allama._degradations import Degradations, gives_tools
 from allama.adapters._http import HttpRequest, option_fields, settings_as_sent
-from allama.adapters._tool_ids import IdRule, with_tool_ids
+from allama.adapters._tool_ids import IdRule, hashed_id, with_tool_ids
 from allama.adapters.openai_compat._capabilities import ModelFamily
 from allama.adapters.openai_compat._encode import JSON_OBJECT_NOTE, _image_url
 from allama.adapters.openai_compat._encode import _Encoder as _ChatEncoder
@@ -162,12 +163,19 @@ _SETTINGS = {
 has no stop sequences and no seed."""
 
 
+_MAX_CALL_ID = 64
+"""The longest `call_id` the API takes (the spec's `maxLength`, `minLength` 1)."""
+
+
 def _repeat_id(original: str, number: int) -> str:
-    return f"{original}_{number}" if number else original
+    given = f"{original}_{number}" if number else original
+    return given if 0 < len(given) <= _MAX_CALL_ID else hashed_id(original, number)
 
 
-_RESPONSES_IDS = IdRule(lambda given: True, _repeat_id)
-"""The API takes any `call_id` once in a request: a repeat gets a suffix (`call_0_1`)."""
+_RESPONSES_IDS = IdRule(lambda given: 0 < len(given) <= _MAX_CALL_ID, _repeat_id)
+"""The API takes a `call_id` of 1 to 64 characters once in a request: a repeat gets a suffix
+(`call_0_1`), an id the API refuses (or a repeat the suffix would make too long) one made
+from a hash of it (`hashed_id`)."""
 
 
 class _Encoder(_ChatEncoder):
@@ -325,6 +333,7 @@ class _Encoder(_ChatEncoder):
                 items.append((self.reasoning_item(block, kept[position]), item_id))
         if written:
             items.append((_output_message(written), written_id))
+        self.server_blocks_left_out(message)
         return self.paired(items)
 
     def call_item(self, call: ToolCall) -> dict[str, Any]:
@@ -599,6 +608,11 @@ class _Encoder(_ChatEncoder):
 
     def note_role(self) -> str:
         return "developer" if self.profile.developer_role else "system"
+
+    def schema_note_place(self) -> str:
+        if self.note_first():
+            return f"first in the input as a {self.note_role()} message"
+        return super().schema_note_place()
 
     # Settings
 
