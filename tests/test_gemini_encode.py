@@ -517,3 +517,104 @@ def test_a_tool_schema_rewritten_for_gemini_1_5_names_what_it_lost() -> None:
             "tool `submit` was approximated: `maxLength` was removed at `/properties/name`",
         )
     ]
+
+
+# Tool results go in the order of the calls they answer: Gemini pairs a `functionResponse`
+# with its call by position and name (the `call_<n>` stand-ins for calls Gemini gave no id
+# are not sent), so results given in another order would be read as the wrong call's.
+
+
+CITY_WEATHER = ToolDefinition(
+    name="get_weather",
+    parameters={"type": "object", "properties": {"city": {"type": "string"}}},
+)
+
+
+def _weather_turn() -> tuple[ChatRequest, ToolCall, ToolCall]:
+    """Gemini's two parallel calls, Paris then Rome, without ids, as allama reads them."""
+    parts = [
+        {"functionCall": {"name": "get_weather", "args": {"city": city}}}
+        for city in ("Paris", "Rome")
+    ]
+    body = {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP"}]}
+    answer = decode_response(200, {}, json.dumps(body).encode())
+    paris, rome = answer.tool_calls()
+    assert (paris.id, rome.id) == ("call_0", "call_1")
+    request = (
+        ChatRequest("gemini-2.5-flash")
+        .user("Weather in Paris and Rome?")
+        .with_tools([CITY_WEATHER])
+        .assistant(list(answer.content))
+    )
+    return request, paris, rome
+
+
+def _weather_response(output: str) -> dict[str, Any]:
+    return {"functionResponse": {"name": "get_weather", "response": {"output": output}}}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["body", "stream"])
+def test_tool_results_given_out_of_order_go_in_the_order_of_the_calls(stream: bool) -> None:
+    request, paris, rome = _weather_turn()
+    answered = request.tool_result(rome, "Rome: 30C").tool_result(paris, "Paris: 12C")
+    _, _, _, body, warnings = encode(answered, stream=stream)
+    assert body["contents"][1:] == [
+        {
+            "role": "model",
+            "parts": [
+                {"functionCall": {"name": "get_weather", "args": {"city": "Paris"}}},
+                {"functionCall": {"name": "get_weather", "args": {"city": "Rome"}}},
+            ],
+        },
+        {
+            "role": "user",
+            "parts": [
+                _weather_response("Paris: 12C"),
+                _weather_response("Rome: 30C"),
+            ],
+        },
+    ]
+    assert warnings == []
+    # Given in the order of the calls, the same body.
+    in_order = request.tool_result(paris, "Paris: 12C").tool_result(rome, "Rome: 30C")
+    assert encode(in_order, stream=stream)[3] == body
+
+
+def test_a_tool_result_is_not_moved_across_a_user_turn() -> None:
+    request, paris, rome = _weather_turn()
+    answered = request.tool_result(rome, "Rome: 30C").user("Paris is slow.")
+    _, _, _, body, warnings = encode(answered.tool_result(paris, "Paris: 12C"))
+    assert body["contents"][2] == {
+        "role": "user",
+        "parts": [
+            _weather_response("Rome: 30C"),
+            {"text": "Paris is slow."},
+            _weather_response("Paris: 12C"),
+        ],
+    }
+    assert warnings == []
+
+
+def test_a_result_for_an_earlier_turns_call_goes_after_this_turns() -> None:
+    early = ToolCall.of("fc-1", "now", {})
+    _, paris, rome = _weather_turn()
+    request = (
+        ChatRequest("gemini-2.5-flash")
+        .user("Time?")
+        .assistant([early])
+        .user("And the weather in Paris and Rome?")
+        .assistant([paris, rome])
+        .tool_result(rome, "Rome: 30C")
+        .tool_result(early, "12:00")
+        .tool_result(paris, "Paris: 12C")
+    )
+    _, _, _, body, warnings = encode(request)
+    assert body["contents"][-1] == {
+        "role": "user",
+        "parts": [
+            _weather_response("Paris: 12C"),
+            _weather_response("Rome: 30C"),
+            {"functionResponse": {"id": "fc-1", "name": "now", "response": {"output": "12:00"}}},
+        ],
+    }
+    assert warnings == []

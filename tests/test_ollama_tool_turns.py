@@ -1,6 +1,6 @@
 """Tool turns sent back to Ollama (and, for blank arguments, to Gemini): a call of a tool
-that takes no arguments from another provider, which ids are Ollama's and go back, and a
-`tool_choice` without tools."""
+that takes no arguments from another provider, which ids are Ollama's and go back, tool
+results in the order of the calls they answer, and a `tool_choice` without tools."""
 
 from __future__ import annotations
 
@@ -252,3 +252,74 @@ def test_choice_auto_and_none_without_tools_say_nothing() -> None:
     for choice in (ToolChoice.auto(), ToolChoice.none()):
         body, warnings = encode(ChatRequest(MODEL).user("x").with_tool_choice(choice))
         assert "tools" not in body and warnings == []
+
+
+# Tool results go in the order of the calls they answer: without a `tool_call_id` (the
+# `call_<n>` stand-ins are not sent) Ollama pairs a result with its call by position.
+
+
+def _tool_message(content: str, call_id: str | None = None) -> dict[str, Any]:
+    message = {"role": "tool", "content": content, "tool_name": "get_weather"}
+    return message if call_id is None else {**message, "tool_call_id": call_id}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["body", "stream"])
+def test_tool_results_given_out_of_order_go_in_the_order_of_the_calls(stream: bool) -> None:
+    calls = [
+        {"function": {"name": "get_weather", "arguments": {"city": city}}}
+        for city in ("Paris", "Rome")
+    ]
+    sent: list[dict[str, Any]] = []
+    ollama = replying("ollama", (json.dumps(ollama_answer(*calls)) + "\n").encode(), sent)
+    request = ChatRequest(MODEL).with_tools([WEATHER]).user("Weather in Paris and Rome?")
+    answer = ollama.chat(request)
+    paris, rome = answer.tool_calls()
+    assert (paris.id, rome.id) == ("call_0", "call_1")
+    turn = request.assistant(answer.content)
+    for results in ((rome, paris), (paris, rome)):  # out of order, then in order
+        answered = turn
+        for call in results:
+            answered = answered.tool_result(call, f"{call.parsed_arguments()['city']}: sunny")
+        if stream:
+            chat = ollama.chat_stream(answered)
+            list(chat)
+            warnings = chat.response().warnings
+        else:
+            warnings = ollama.chat(answered).warnings
+        assert sent[-1]["stream"] is stream
+        assert sent[-1]["messages"][1:] == [
+            {"role": "assistant", "content": "", "tool_calls": calls},
+            _tool_message("Paris: sunny"),
+            _tool_message("Rome: sunny"),
+        ]
+        assert warnings == ()
+
+
+def test_results_keep_to_the_run_after_their_turn() -> None:
+    """Ollama's own ids are sent, and results are put in the order of the calls all the
+    same; a result after a user turn stays there, and one answering an earlier turn's call
+    goes after this turn's."""
+    early = ToolCall.of("call_ab12cd34", "get_weather", {"city": "Oslo"})
+    paris = ToolCall.of("call_40719253", "get_weather", {"city": "Paris"})
+    rome = ToolCall.of("call_1", "get_weather", {"city": "Rome"})
+    request = (
+        ChatRequest(MODEL)
+        .user("Oslo?")
+        .assistant([early])
+        .user("And Paris, Rome and Berlin?")
+        .assistant([paris, rome])
+        .tool_result(rome, "Rome: 30C")
+        .tool_result(early, "Oslo: 2C")
+        .tool_result(paris, "Paris: 12C")
+        .user("Berlin is slow.")
+        .tool_result(rome, "Rome again: 31C")
+    )
+    body, warnings = encode(request)
+    assert body["messages"][4:] == [
+        _tool_message("Paris: 12C", "call_40719253"),
+        _tool_message("Rome: 30C"),
+        _tool_message("Oslo: 2C", "call_ab12cd34"),
+        {"role": "user", "content": "Berlin is slow."},
+        _tool_message("Rome again: 31C"),
+    ]
+    assert warnings == []

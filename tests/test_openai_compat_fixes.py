@@ -1061,6 +1061,91 @@ def test_openrouters_responses_api_says_so_too() -> None:
     ]
 
 
+# A `stop` with tool calls is `tool_calls` (OpenAI answers a named `tool_choice` with
+# `stop`), as Gemini's, Ollama's and the Responses API's stops with calls are read
+
+
+PARIS_CALL = {
+    "id": "call_1",
+    "type": "function",
+    "function": {"name": "weather", "arguments": '{"city": "Paris"}'},
+}
+
+NAMED_STREAMED = [
+    _choice_piece(0, {"role": "assistant", **_call_piece(0, "", "call_1", "weather")}),
+    _choice_piece(0, _call_piece(0, '{"city": "Paris"}')),
+    _choice_piece(0, {}, "stop"),
+]
+
+
+def _named_request() -> ChatRequest:
+    return (
+        ChatRequest("gpt-4.1")
+        .user("Weather in Paris?")
+        .with_tools([WEATHER])
+        .with_tool_choice(allama.ToolChoice.tool("weather"))
+    )
+
+
+@pytest.mark.parametrize("how", ["whole", "streamed", "streamed_async"])
+def test_a_named_choices_stop_with_its_call_is_tool_calls(how: str) -> None:
+    answer = completion({"content": None, "tool_calls": [PARIS_CALL]}, "stop")
+    target, recorder = provider("openai", (200, answer if how == "whole" else sse(*NAMED_STREAMED)))
+
+    async def read_async() -> ChatResponse:
+        async with await target.achat_stream(_named_request()) as stream:
+            async for _ in stream:
+                pass
+            answer: ChatResponse = await stream.response()
+            return answer
+
+    if how == "whole":
+        response = target.chat(_named_request())
+    elif how == "streamed":
+        with target.chat_stream(_named_request()) as stream:
+            for _ in stream:
+                pass
+            response = stream.response()
+    else:
+        response = asyncio.run(read_async())
+    assert recorder.bodies[0]["tool_choice"] == {
+        "type": "function",
+        "function": {"name": "weather"},
+    }
+    assert response.finish_reason == "tool_calls"
+    assert response.tool_calls() == (
+        ToolCall(id="call_1", name="weather", arguments='{"city": "Paris"}'),
+    )
+
+
+@pytest.mark.parametrize(
+    ("raw", "calls", "read"),
+    [
+        ("stop", [PARIS_CALL], "tool_calls"),
+        ("eos", [PARIS_CALL], "tool_calls"),  # (Together's normal stop)
+        ("tool_calls", [PARIS_CALL], "tool_calls"),
+        ("stop", [], "stop"),
+        ("length", [PARIS_CALL], "length"),
+        ("content_filter", [PARIS_CALL], "content_filter"),
+    ],
+)
+def test_only_a_normal_stop_with_calls_becomes_tool_calls(
+    raw: str, calls: list[dict[str, Any]], read: str
+) -> None:
+    message: dict[str, Any] = {"content": None if calls else "Sunny."}
+    if calls:
+        message["tool_calls"] = calls
+    whole = decode_body(json.dumps(completion(message, raw)))
+    pieces: list[dict[str, Any]] = [_choice_piece(0, {"role": "assistant"})]
+    if calls:
+        pieces += NAMED_STREAMED[:2]
+    else:
+        pieces.append(_choice_piece(0, {"content": "Sunny."}))
+    streamed = collect(decode_stream(sse(*pieces, _choice_piece(0, {}, raw))))
+    assert (whole.finish_reason, streamed.finish_reason) == (read, read)
+    assert streamed.tool_calls() == whole.tool_calls()
+
+
 # 13. OpenAI's Chat Completions take tool-call ids of at most 40 characters; reasoning and
 # a paused Anthropic turn's server tool blocks are not left out unannounced
 

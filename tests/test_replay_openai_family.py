@@ -334,7 +334,9 @@ def _finish(raw: str | None, has_calls: bool) -> str | None:
     if not raw:
         # No finish reason, or xAI's empty one: the calls say what it was.
         return "tool_calls" if raw == "" and has_calls else None
-    return _FINISH.get(raw, raw)
+    finish = _FINISH.get(raw, raw)
+    # A normal stop with calls (OpenAI's answer to a named tool_choice) is a tool-call turn.
+    return "tool_calls" if finish == "stop" and has_calls else finish
 
 
 @dataclass

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from allama.types import AssistantMessage, Message, ToolCall, ToolMessage
 
 __all__ = [
+    "results_in_call_order",
     "ANTHROPIC_IDS",
     "MISTRAL_IDS",
     "IdRule",
@@ -168,3 +169,31 @@ def _assign(original: str, rule: IdRule, sent: set[str], seen: Counter[str]) -> 
             given = rule.make(original, number)
     sent.add(given)
     return given
+
+
+def results_in_call_order(messages: Sequence[Message]) -> list[Message]:
+    """The messages, with the tool results that follow an assistant turn put in the order
+    of its calls, for a target that pairs results with calls by position (Gemini's
+    `functionResponse`, where the ids of calls Gemini gave none are not sent; Ollama's
+    `tool_name`): results given Rome, then Paris, for calls Paris, Rome would be read as
+    the wrong call's. Only the run of tool results right after the turn is reordered; one
+    that answers no call of that turn keeps its place after those that do."""
+    ordered: list[Message] = []
+    at = 0
+    while at < len(messages):
+        message = messages[at]
+        ordered.append(message)
+        at += 1
+        if not isinstance(message, AssistantMessage):
+            continue
+        position: dict[str, int] = {}
+        for index, call in enumerate(message.tool_calls):
+            position.setdefault(call.id, index)
+        end = at
+        while end < len(messages) and isinstance(messages[end], ToolMessage):
+            end += 1
+        results = [result for result in messages[at:end] if isinstance(result, ToolMessage)]
+        results.sort(key=lambda result: position.get(result.tool_call_id, len(position)))
+        ordered.extend(results)
+        at = end
+    return ordered

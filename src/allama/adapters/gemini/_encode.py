@@ -21,6 +21,10 @@ Thought signatures come back verbatim: a `Reasoning` block with a signature and 
 signature on the next part, an empty text included (a turn may end with a signature on an
 empty text part); a thought with text goes back as a thought part. A signature another
 provider issued (`Reasoning.issuer`) is left out: Gemini would refuse it.
+
+Tool results that answer one model turn go in the order of its calls, whatever order the
+caller gave them in: Gemini pairs a response with its call by position and name, and the
+ids allama gives calls Gemini sent without one are not sent back.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from allama.adapters._http import (
     settings_as_sent,
 )
 from allama.adapters._rewrites import cached_rewrite
+from allama.adapters._tool_ids import results_in_call_order
 from allama.adapters.gemini._capabilities import GeminiFamily, SchemaSurface, Thinking
 from allama.adapters.gemini._profile import GeminiProfile
 from allama.errors import InvalidRequestError
@@ -125,7 +130,7 @@ class _Encoder:
         system: list[dict[str, Any]] = []
         contents: list[dict[str, Any]] = []
         moved = False
-        for message in self.request.messages:
+        for message in results_in_call_order(self.request.messages):
             if isinstance(message, SystemMessage | DeveloperMessage):
                 if message.content:
                     system.append({"text": message.content})

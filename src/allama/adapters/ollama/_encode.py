@@ -22,7 +22,9 @@ another provider's call of a tool that takes none, as `{}`). A call's `id`, and 
 result's `tool_call_id`, are sent unless they are the `call_<n>` ids the decoder gives calls
 Ollama sent without one (fewer than 8 digits: Ollama's own ids have 8 characters after
 `call_`, and may all be digits); a tool result names its function in `tool_name` when the
-call it answers is in the conversation.
+call it answers is in the conversation. Tool results that answer one assistant turn go in
+the order of its calls, whatever order the caller gave them in: without a `tool_call_id` (a
+stand-in id is not sent) a result is paired with its call by position and name.
 
 Structured output. `format` takes the JSON Schema itself (or `"json"` for JSON mode). Ollama
 compiles it with llama.cpp's JSON-Schema-to-grammar converter (in process up to v0.29, in
@@ -73,6 +75,7 @@ from allama.adapters._http import (
     settings_as_sent,
 )
 from allama.adapters._rewrites import cached_rewrite, unreported
+from allama.adapters._tool_ids import results_in_call_order
 from allama.adapters.ollama._capabilities import OllamaFamily, Thinking
 from allama.adapters.ollama._parameters import inline_refs
 from allama.adapters.ollama._profile import OllamaProfile
@@ -158,7 +161,7 @@ class _Encoder:
     # Messages
 
     def messages(self) -> list[dict[str, Any]]:
-        return [self.message(message) for message in self.request.messages]
+        return [self.message(message) for message in results_in_call_order(self.request.messages)]
 
     def message(self, message: Message) -> dict[str, Any]:
         if isinstance(message, SystemMessage | DeveloperMessage):

@@ -1,7 +1,8 @@
 """An HTTP response to a `ChatResponse`, or to the `allama.Error` it stands for.
 
 Tool calls are read from the message, never inferred from `finish_reason` (OpenAI answers a
-named `tool_choice` with `stop`); the deprecated `function_call` counts as one, and so does a
+named `tool_choice` with `stop`, which is read as `tool_calls` where the message holds calls,
+as the other dialects' stops are); the deprecated `function_call` counts as one, and so does a
 call of a tool of another type (OpenAI's `custom` tools, given through the body option), its
 `input` the arguments, free text as given. A refusal
 (`message.refusal`) becomes a refusal block; reasoning text (`reasoning` or
@@ -176,12 +177,17 @@ def finish_reason_of(raw: str | None, *, has_tool_calls: bool) -> FinishReason |
 
     Together's `eos` is a normal stop and Mistral's `model_length` a full context window.
     An empty string (xAI, with tool calls) says nothing, so it is read from the content.
+    A normal stop whose message holds tool calls (OpenAI says `stop` for a named
+    `tool_choice`) is `tool_calls`, as the other dialects' decoders read their stops.
     """
     if raw is None:
         return None
     if raw == "":
         return FinishReason.TOOL_CALLS if has_tool_calls else None
-    return _FINISH.get(raw) or FinishReason(raw)
+    finish = _FINISH.get(raw) or FinishReason(raw)
+    if finish == FinishReason.STOP and has_tool_calls:
+        return FinishReason.TOOL_CALLS
+    return finish
 
 
 def usage_of(usage: WireUsage, *, reasoning_outside_completion: bool = False) -> Usage:

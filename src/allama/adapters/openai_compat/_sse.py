@@ -20,7 +20,8 @@ starts with what it has. It takes usage from any chunk (the usage-only chunk wit
 `choices`, Groq's `x_groq.usage`), and raises the error an error object in the stream stands
 for, after the content and usage that arrived with it (those were paid for). Where the
 profile says so (`think_tags`), a `<think>…</think>` block that opens the content is
-reasoning, as in a body, however its tags are split across chunks (`_ThinkSplitter`).
+reasoning, as in a body, however its tags are split across chunks (`_ThinkSplitter`). A
+finish reason `stop` after tool calls is `tool_calls`, as in a body.
 
 What allama has no type for goes to `provider_data[provider or "openai"]` as
 `ProviderDataEvent`s (the collector keeps the last value per key), under the keys the body
