@@ -5,7 +5,8 @@ Server-side compaction (beta `compact-2026-01-12`) lists each pass in `usage.ite
 alone: the billed total is the sum over the passes. A server tool loop (web searches)
 reports its input summed over its passes, each of which Anthropic bills at the long-context
 rates only where its own input is over 200,000 tokens: a sum over that says nothing of any
-pass. Each is run through the preset over a mock transport, as a body and as a stream.
+pass, unless `usage.iterations` lists them, when each is priced at its own rates. Each is
+run through the preset over a mock transport, as a body and as a stream.
 
 The recorded server tool loop is in the corpus (`ALLAMA_CORPUS_DIR`, default
 `../shared/corpus/cases` next to the repository); its tests are skipped without it.
@@ -297,3 +298,156 @@ def test_a_server_tool_loop_within_200k_is_priced_at_the_standard_rates() -> Non
     assert cost is not None
     # 150,000 at $3 and 792 at $15 a million, and ten searches at $10 a thousand.
     assert cost.total == Decimal("0.56188")
+
+
+# A server tool loop that lists its passes: each priced at the rates of its own input.
+
+
+def _loop(passes: list[dict[str, Any]], *, listed: bool = True) -> dict[str, Any]:
+    """A server tool loop of claude-sonnet-4-5 (two web searches) over `passes`, its
+    top-level counts their sums (Anthropic's cumulative counts); `listed=False` leaves
+    `usage.iterations` out."""
+    usage: dict[str, Any] = {
+        key: sum(entry.get(key, 0) for entry in passes)
+        for key in (
+            "input_tokens",
+            "output_tokens",
+            "cache_read_input_tokens",
+            "cache_creation_input_tokens",
+        )
+    }
+    hours = [entry["cache_creation"] for entry in passes if "cache_creation" in entry]
+    if hours:
+        usage["cache_creation"] = {
+            key: sum(split[key] for split in hours)
+            for key in ("ephemeral_5m_input_tokens", "ephemeral_1h_input_tokens")
+        }
+    usage["server_tool_use"] = {"web_search_requests": 2}
+    if listed:
+        usage["iterations"] = passes
+    return _plain("claude-sonnet-4-5-20250929", usage)
+
+
+def _pass(uncached: int, output: int, *, read: int = 0, written: int = 0) -> dict[str, Any]:
+    entry: dict[str, Any] = {"type": "message", "input_tokens": uncached, "output_tokens": output}
+    if read or written:
+        entry["cache_read_input_tokens"] = read
+        entry["cache_creation_input_tokens"] = written
+    if written:  # all written to the one-hour cache
+        entry["cache_creation"] = {
+            "ephemeral_5m_input_tokens": 0,
+            "ephemeral_1h_input_tokens": written,
+        }
+    return entry
+
+
+# 150,000, 180,000 (100,000 of them read from the cache) and 90,000 input tokens: 420,000.
+UNDER = [_pass(150000, 300), _pass(80000, 400, read=100000), _pass(90000, 500)]
+
+# 150,000, 250,000 (50,000 read and 10,000 written to the one-hour cache) and 90,000 (5,000
+# written to it): 490,000.
+ONE_OVER = [
+    _pass(150000, 300),
+    _pass(190000, 400, read=50000, written=10000),
+    _pass(85000, 500, written=5000),
+]
+
+
+@pytest.mark.parametrize(
+    ("preset_model", "body_model"),
+    [
+        ("claude-sonnet-4-5", None),
+        # Its prices hold no long-context tier, and no pass needs one.
+        ("claude-sonnet-4-0", "claude-sonnet-4-20250514"),
+    ],
+)
+@pytest.mark.parametrize("streamed", [False, True], ids=["body", "stream"])
+def test_a_listed_server_tool_loop_with_every_pass_within_200k_is_priced_at_standard_rates(
+    streamed: bool, preset_model: str, body_model: str | None
+) -> None:
+    message = _loop(UNDER)
+    if body_model is not None:
+        message = {**message, "model": body_model}
+    response = _answer(preset_model, message, streamed=streamed)
+    assert response.usage == Usage(
+        input_tokens=420000, output_tokens=1200, cache_read_tokens=100000, cache_write_tokens=0
+    )
+    cost = _record(response).cost
+    assert cost is not None
+    # 320,000 uncached at $3 and 100,000 cache reads at $0.30 a million; 1,200 out at $15 a
+    # million; two searches at $10 a thousand (the long-context rates of the 420,000 summed
+    # would be $2.027).
+    assert (cost.input, cost.output, cost.total) == (
+        Decimal("0.99"),
+        Decimal("0.018"),
+        Decimal("1.028"),
+    )
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["body", "stream"])
+def test_a_listed_pass_over_200k_alone_is_priced_at_the_long_context_rates(
+    streamed: bool,
+) -> None:
+    response = _answer("claude-sonnet-4-5", _loop(ONE_OVER), streamed=streamed)
+    assert response.usage == Usage(
+        input_tokens=490000, output_tokens=1200, cache_read_tokens=50000, cache_write_tokens=15000
+    )
+    cost = _record(response).cost
+    assert cost is not None
+    # The 250,000 pass at the long-context rates: 190,000 uncached at $6, 50,000 cache reads
+    # at $0.60, 10,000 one-hour writes at $12 a million ($1.29), 400 out at $22.50 ($0.009).
+    # The others at the standard ones: 235,000 uncached at $3, 5,000 one-hour writes at $6
+    # ($0.735), 800 out at $15 ($0.012). Two searches at $10 a thousand ($0.02).
+    assert (cost.input, cost.output, cost.total) == (
+        Decimal("2.025"),
+        Decimal("0.021"),
+        Decimal("2.066"),
+    )
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["body", "stream"])
+def test_a_listed_pass_over_200k_without_a_long_context_price_has_no_cost(
+    streamed: bool,
+) -> None:
+    import genai_prices
+
+    message = {**_loop(ONE_OVER), "model": "claude-sonnet-4-20250514"}
+    record = _record(_answer("claude-sonnet-4-0", message, streamed=streamed))
+    assert record.cost is None
+    assert record.cost_missing == (
+        "its sampling passes over 200,000 input tokens (1 of 3, 250000 input tokens in all) "
+        "are billed at the model's long-context rates, which genai-prices "
+        f"{genai_prices.__version__} does not hold for anthropic/claude-sonnet-4-0"
+    )
+
+
+def test_a_server_tool_loop_that_lists_no_passes_still_has_no_cost_over_200k() -> None:
+    response = _answer("claude-sonnet-4-5", _loop(UNDER, listed=False), streamed=False)
+    record = _record(response)
+    assert record.cost is None
+    assert record.cost_missing == (
+        "its 420000 input tokens are summed over the sampling passes of a server tool loop "
+        "(2 web searches), and a pass is billed at the model's long-context rates only "
+        "where its own input is over 200,000: the passes' sizes are unknown "
+        "(anthropic/claude-sonnet-4-5)"
+    )
+
+
+def test_a_paid_failure_that_lists_its_passes_costs_what_the_answer_does() -> None:
+    from allama.errors import Error, paid_for
+
+    # A message without its `content` list cannot be read, but its usage was billed.
+    unreadable = {key: value for key, value in _loop(ONE_OVER).items() if key != "content"}
+    target, _ = provider("anthropic", (200, unreadable))
+    with pytest.raises(Error) as raised:
+        target.chat(ChatRequest("claude-sonnet-4-5").user("go on"))
+    failed = ExtractionMetadata.new(ExtractionMode.NATIVE)
+    failed.record_paid(paid_for(raised.value))
+    assert failed.cost is not None
+    answered = _record(_answer("claude-sonnet-4-5", _loop(ONE_OVER), streamed=False)).cost
+    assert answered is not None
+    assert (failed.cost.input, failed.cost.output, failed.cost.total) == (
+        answered.input,
+        answered.output,
+        Decimal("2.066"),
+    )

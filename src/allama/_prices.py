@@ -89,8 +89,12 @@ from allama.types._response import (
     GROUNDED_SEARCHES,
     IMAGE_GENERATION_CALLS,
     INFERENCE_GEO_PREFIX,
+    LONG_CONTEXT_INPUT,
+    LONG_CONTEXT_PASSES,
+    LONG_CONTEXT_PREFIX,
     PREVIEW_WEB_SEARCHES,
     PROVISIONED_THROUGHPUT,
+    SAMPLING_PASSES,
     SERVER_TOOLS_FIELD,
 )
 
@@ -473,6 +477,7 @@ def _price_charge(entry: Charge, batch: bool) -> tuple[Cost, str, str] | str:
     geos = [key for key in extras if key.startswith(INFERENCE_GEO_PREFIX)]
     for key in geos:
         del extras[key]
+    passes = _passes(extras) if SAMPLING_PASSES in extras else None
     assert provider is not None and model is not None and usage is not None
     genai_prices = _genai_prices()
     if genai_prices is None:
@@ -511,14 +516,20 @@ def _price_charge(entry: Charge, batch: bool) -> tuple[Cost, str, str] | str:
             return f"genai-prices {version} has no fast-mode price for {ref}"
         context = _FAST
         ref = f"{ref} (fast mode)"
-    if (usage.input_tokens or 0) > _LONG_CONTEXT and _LONG_CONTEXT_TIERED.search(gp_model.id):
-        reason = _long_context_unknown(usage, extras, gp_model, when, context, version, ref)
-        if reason:
-            return reason
     label = f"genai-prices {version}"
     snapshot = genai_prices.data_snapshot.get_snapshot()
     if snapshot.from_auto_update:  # `UpdatePrices` fetched newer prices than the package's
         label += f" (prices of {snapshot.timestamp:%Y-%m-%d})"
+    if (usage.input_tokens or 0) > _LONG_CONTEXT and _LONG_CONTEXT_TIERED.search(gp_model.id):
+        if passes is not None:
+            model_price = gp_model.get_prices(when, context)
+            by_pass = _by_pass(genai_prices, model_price, usage, extras, passes, ref)
+            if isinstance(by_pass, str):
+                return by_pass
+            return replace(by_pass, source=f"{label}, {ref}", batch=batch), ref, label
+        reason = _long_context_unknown(usage, extras, gp_model, when, context, version, ref)
+        if reason:
+            return reason
     tokens = (
         usage.input_tokens or 0,
         usage.output_tokens or 0,
@@ -619,15 +630,16 @@ _SEARCH_MODEL = re.compile(r"-search-(?:preview|api)(?:\b|-|$)")
 `gpt-5-search-api`): every call searches, billed per call beside the tokens; genai-prices
 prices their tokens alone (a dated one as the model it is built on)."""
 
-_LONG_CONTEXT = 200_000
-"""Input tokens above which Anthropic bills a request at its long-context rates."""
+_LONG_CONTEXT = LONG_CONTEXT_INPUT
+"""Input tokens above which Anthropic bills a request (each sampling pass of it) at its
+long-context rates."""
 
 _LONG_CONTEXT_TIERED = re.compile(r"claude-sonnet-4(?:[-.]5|-0)?(?:$|[@:]|-(?:v\d|\d{8}))")
 """genai-prices' ids of Claude Sonnet 4 and 4.5 (Anthropic's, Bedrock's, Vertex AI's),
 billed at long-context rates above `_LONG_CONTEXT` input tokens (their 1M context window):
 where their prices hold no such tier, no cost (later models are priced flat across the
 window); nor where the input is summed over a server tool loop's passes, which are billed
-each by its own size (`_long_context_unknown`)."""
+each by its own size, unless the usage lists them (`_by_pass`; `_long_context_unknown`)."""
 
 
 def _long_context_unknown(
@@ -664,6 +676,93 @@ def _long_context_unknown(
             f"model's long-context rates, which genai-prices {version} does not hold for {ref}"
         )
     return ""
+
+
+_OVER_COUNTS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "cache_write_1h_tokens",
+)
+"""The counts `billed_extras` gives of the passes over `_LONG_CONTEXT` (`LONG_CONTEXT_PREFIX`)."""
+
+
+def _passes(extras: dict[str, int]) -> dict[str, int]:
+    """The sampling passes' counts `billed_extras` gave (`SAMPLING_PASSES`), taken out of
+    `extras`: how many passes, how many over `_LONG_CONTEXT` and the genai-prices usage
+    counts of those (none missing)."""
+    found = {
+        SAMPLING_PASSES: extras.pop(SAMPLING_PASSES),
+        LONG_CONTEXT_PASSES: extras.pop(LONG_CONTEXT_PASSES, 0),
+    }
+    for name in _OVER_COUNTS:
+        found[name] = extras.pop(LONG_CONTEXT_PREFIX + name, 0)
+    return found
+
+
+def _by_pass(
+    genai_prices: ModuleType,
+    model_price: Any,
+    usage: Usage,
+    extras: Mapping[str, int],
+    passes: Mapping[str, int],
+    ref: str,
+) -> Cost | str:
+    """The cost of a call whose sampling passes the usage lists (`passes`, from `_passes`),
+    of a model with long-context rates: the passes over `_LONG_CONTEXT` input tokens at
+    those rates, the others at the standard ones, as Anthropic bills each pass by its own
+    input (genai-prices would price the sum at the rates of its size); else why not."""
+    version: str = genai_prices.__version__
+    over = passes[LONG_CONTEXT_PASSES]
+    tiered = {key: value for key, value in vars(model_price).items() if hasattr(value, "tiers")}
+    if over and not tiered:
+        return (
+            f"its sampling passes over {_LONG_CONTEXT:,} input tokens ({over} of "
+            f"{passes[SAMPLING_PASSES]}, {passes['input_tokens']} input tokens in all) are "
+            f"billed at the model's long-context rates, which genai-prices {version} does "
+            f"not hold for {ref}"
+        )
+    if any(tier.start != _LONG_CONTEXT for value in tiered.values() for tier in value.tiers):
+        return (
+            f"genai-prices {version} prices {ref} by tiers other than Anthropic's "
+            f"long-context one at {_LONG_CONTEXT:,} input tokens, by which its sampling "
+            "passes cannot be priced each at its own"
+        )
+    unpriced = _unpriced(model_price, extras, audio_as_text=False)
+    if unpriced:
+        return f"genai-prices {version} has no price for the {unpriced} of {ref}"
+    kind = type(model_price)
+    standard = kind(**{**vars(model_price), **{k: v.base for k, v in tiered.items()}})
+    # The passes under the threshold are the rest, with what is billed per call (searches).
+    rest = {
+        "input_tokens": (usage.input_tokens or 0) - passes["input_tokens"],
+        "output_tokens": (usage.output_tokens or 0) - passes["output_tokens"],
+        "cache_read_tokens": (usage.cache_read_tokens or 0) - passes["cache_read_tokens"],
+        "cache_write_tokens": (usage.cache_write_tokens or 0) - passes["cache_write_tokens"],
+    }
+    rest_extras = {k: v for k, v in extras.items() if k != "cache_write_5m_tokens"}
+    if "cache_write_1h_tokens" in rest_extras:
+        rest_extras["cache_write_1h_tokens"] -= passes["cache_write_1h_tokens"]
+    if min(*rest.values(), *rest_extras.values()) < 0:
+        return (
+            f"the sampling passes its usage lists count more than the usage itself, which "
+            f"genai-prices {version} cannot price for {ref}"
+        )
+    priced = [(standard, {**rest, **rest_extras})]
+    if over:
+        long = kind(**{**vars(model_price), **{k: v.tiers[-1].price for k, v in tiered.items()}})
+        priced.append((long, {name: passes[name] for name in _OVER_COUNTS}))
+    try:
+        parts = [price.calc_price(genai_prices.Usage(**counts)) for price, counts in priced]
+    except ValueError as why:  # Counts that do not add up (more cached than input).
+        return f"genai-prices {version} could not price the usage for {ref}: {why}"
+    return Cost(
+        input=sum((part["input_price"] for part in parts), Decimal(0)),
+        output=sum((part["output_price"] for part in parts), Decimal(0)),
+        total=sum((part["total_price"] for part in parts), Decimal(0)),
+        source=ref,
+    )
 
 
 _TICKS = Decimal(10_000_000_000)

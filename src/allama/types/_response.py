@@ -100,6 +100,19 @@ CODE_EXECUTIONS = "code_executions"
 GROUNDED_SEARCHES = "grounded_searches"
 """Gemini's grounding with Google Search or Maps (its queries, at least one), billed past
 a free quota."""
+SAMPLING_PASSES = "sampling_passes"
+"""How many sampling passes Anthropic's `usage.iterations` lists (billed at the message's
+model), given only where their input sums past `LONG_CONTEXT_INPUT`: a pass is billed at
+the long-context rates by its own input, so the price needs to know which were over."""
+LONG_CONTEXT_PASSES = "long_context_passes"
+"""How many of those passes are over `LONG_CONTEXT_INPUT` input tokens (given where any is)."""
+LONG_CONTEXT_PREFIX = "long_context_"
+"""Before a genai-prices usage name (`input_tokens`, `output_tokens`, `cache_read_tokens`,
+`cache_write_tokens`, `cache_write_1h_tokens`): that count summed over the passes over
+`LONG_CONTEXT_INPUT` alone, a part of the usage's (given where it is more than none)."""
+LONG_CONTEXT_INPUT = 200_000
+"""Input tokens (cached or not) above which Anthropic bills a sampling pass at its
+long-context rates (Claude Sonnet 4 and 4.5)."""
 
 _STANDARD_GEOS = frozenset({"global", "not_available"})
 """The `inference_geo` values billed at the standard price."""
@@ -160,6 +173,11 @@ _ANTHROPIC_CACHE_WRITES = (
     ("ephemeral_5m_input_tokens", "cache_write_5m_tokens"),
 )
 
+OTHER_MODEL_PASSES = frozenset({"advisor_message"})
+"""The `usage.iterations` entries billed at another model's rates (the advisor tool's
+sub-inferences, at the advisor's), which the top-level counts leave out too: neither summed
+into the message's counts (Anthropic's adapter) nor priced among its passes."""
+
 _MODALITY_TOKENS: Mapping[str, frozenset[str]] = {
     AUDIO_TOKENS_KEY: frozenset(
         {"input_audio_tokens", "cache_audio_read_tokens", "output_audio_tokens"}
@@ -184,10 +202,11 @@ def billed_extras(provider_data: Mapping[str, Mapping[str, Any]]) -> dict[str, i
     Gemini's and the OpenAI dialect's adapters keep them), Gemini's image and video tokens
     (`MEDIA_TOKENS_KEY`), Anthropic's web searches, its one-hour cache writes (five-minute
     ones are the plain cache-write price, so they matter only beside one-hour ones), its
-    fast mode, its inference geography and its code execution (`CODE_EXECUTIONS`, counted
-    from the server blocks kept), the Responses API's web searches, file searches, code
-    interpreter and image generation calls, and Gemini's grounding: each a charge its cost
-    prices, or has no cost for, never one it counts free."""
+    fast mode, its inference geography, its code execution (`CODE_EXECUTIONS`, counted
+    from the server blocks kept) and its sampling passes over the long-context threshold
+    (`SAMPLING_PASSES`), the Responses API's web searches, file searches, code interpreter
+    and image generation calls, and Gemini's grounding: each a charge its cost prices, or
+    has no cost for, never one it counts free."""
     extras: dict[str, int] = {}
     for kept in provider_data.values():
         for key, names in _MODALITY_TOKENS.items():
@@ -229,7 +248,59 @@ def billed_extras(provider_data: Mapping[str, Mapping[str, Any]]) -> dict[str, i
                 extras[ours] = count
         if "cache_write_1h_tokens" not in extras:
             extras.pop("cache_write_5m_tokens", None)
+    iterations = details.get("iterations")
+    if iterations is not None:
+        extras.update(_long_context_passes(iterations))
     return extras or None
+
+
+def _long_context_passes(iterations: Any) -> dict[str, int]:
+    """What the price needs of the sampling passes Anthropic's `usage.iterations` lists, where
+    their input (cached or not) sums past `LONG_CONTEXT_INPUT`: how many there are, how many
+    are over it, and the counts of those (`LONG_CONTEXT_PREFIX`). Nothing where it lists no
+    passes its adapter summed (one without its counts: the usage is the top level's)."""
+    if not isinstance(iterations, list):
+        return {}
+    passes = 0
+    summed = 0
+    over = dict.fromkeys(_PASS_COUNTS.values(), 0)
+    over_1h = over_count = 0
+    for entry in iterations:
+        if not isinstance(entry, dict):
+            return {}
+        if entry.get("type") in OTHER_MODEL_PASSES:
+            continue
+        counts = {ours: entry.get(theirs) for theirs, ours in _PASS_COUNTS.items()}
+        if type(counts["input_tokens"]) is not int or type(counts["output_tokens"]) is not int:
+            return {}
+        counted = {key: count if type(count) is int else 0 for key, count in counts.items()}
+        # All its input, as genai-prices counts it: Anthropic's leaves the cached out.
+        counted["input_tokens"] += counted["cache_read_tokens"] + counted["cache_write_tokens"]
+        passes += 1
+        summed += counted["input_tokens"]
+        if counted["input_tokens"] > LONG_CONTEXT_INPUT:
+            over_count += 1
+            for key, count in counted.items():
+                over[key] += count
+            split = entry.get("cache_creation")
+            hour = split.get("ephemeral_1h_input_tokens") if isinstance(split, dict) else None
+            over_1h += hour if type(hour) is int else 0
+    if summed <= LONG_CONTEXT_INPUT:
+        return {}  # no pass is over, nor could their sum be taken for one
+    over["cache_write_1h_tokens"] = over_1h
+    found = {SAMPLING_PASSES: passes, LONG_CONTEXT_PASSES: over_count}
+    found.update((LONG_CONTEXT_PREFIX + key, count) for key, count in over.items())
+    return {key: count for key, count in found.items() if count > 0}
+
+
+_PASS_COUNTS: Mapping[str, str] = {
+    "input_tokens": "input_tokens",
+    "output_tokens": "output_tokens",
+    "cache_read_input_tokens": "cache_read_tokens",
+    "cache_creation_input_tokens": "cache_write_tokens",
+}
+"""A pass's counts (Anthropic's names) by genai-prices' usage names; its `input_tokens`
+leaves out the cached input, which genai-prices' (and the threshold's) includes."""
 
 
 def _tool_calls(items: Any, preview: Any) -> dict[str, int]:

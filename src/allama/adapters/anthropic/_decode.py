@@ -49,7 +49,7 @@ from allama.types import (
     Usage,
     Warning,
 )
-from allama.types._response import RESUME_KEY, billed_extras
+from allama.types._response import OTHER_MODEL_PASSES, RESUME_KEY, billed_extras
 
 __all__ = [
     "CITATIONS_KEY",
@@ -111,11 +111,6 @@ kept, the tier, fast mode (`speed`), the geography inference ran in (`inference_
 `us` costs more on newer models) and the sampling passes (`iterations`: the long-context
 rates apply to a pass by its own input)."""
 
-_OTHER_MODEL_PASSES = frozenset({"advisor_message"})
-"""The `usage.iterations` entries billed at another model's rates (the advisor tool's
-sub-inferences, at the advisor's), which the top-level counts leave out too: not summed
-into the message's counts."""
-
 _STANDARD: Mapping[str, frozenset[str]] = {
     "speed": frozenset({"standard"}),
     "inference_geo": frozenset({"global", "not_available"}),
@@ -155,7 +150,7 @@ def _passes_of(usage: Mapping[str, Any]) -> list[Mapping[str, Any]] | None:
     for entry in iterations:
         if not isinstance(entry, dict):
             return None
-        if entry.get("type") in _OTHER_MODEL_PASSES:
+        if entry.get("type") in OTHER_MODEL_PASSES:
             continue
         if _count(entry.get("input_tokens")) is None or _count(entry.get("output_tokens")) is None:
             return None
