@@ -1359,3 +1359,152 @@ def test_a_paused_anthropic_turns_server_blocks_left_out_are_said_once() -> None
     finished = turn.model_copy(update={"provider_data": {}})
     request = ChatRequest("gpt-4.1").user("Weather?").push(finished).user("Go on.")
     assert _sent("openai", request)[1] == ()
+
+
+# OpenAI's o-series take no `parallel_tool_calls`; a strict schema that falls back goes as given.
+
+STRICT_GET = ToolDefinition(
+    name="get",
+    parameters={"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+    strict=True,
+)
+STRICT_GET_WIRE = {
+    "type": "function",
+    "function": {
+        "name": "get",
+        "parameters": {
+            "type": "object",
+            "properties": {"a": {"type": "integer"}},
+            "required": ["a"],
+            "additionalProperties": False,
+        },
+        "strict": True,
+    },
+}
+
+
+@pytest.mark.parametrize("model", ["o1", "o3", "o3-mini", "o4-mini", "o4-mini-2025-04-16"])
+def test_o_series_are_sent_no_parallel_tool_calls_beside_a_strict_tool(model: str) -> None:
+    # They answer 400 "Unsupported parameter: 'parallel_tool_calls' is not supported with
+    # this model." to it, even `false` (langchain#29704, fast-agent#279).
+    target, _ = provider("openai", (200, completion({"content": "ok"})))
+    no = allama.CapabilitySupport.UNSUPPORTED
+    assert target.chat_capability(model, allama.ChatCapability.PARALLEL_TOOL_CALLS) is no
+    body, warnings = _sent("openai", ChatRequest(model).user("go").add_tool(STRICT_GET))
+    assert body == {
+        "model": model,
+        "messages": [{"role": "user", "content": "go"}],
+        "tools": [STRICT_GET_WIRE],
+    }
+    assert warnings == ()
+
+
+@pytest.mark.parametrize("model", ["gpt-4.1", "gpt-5", "gpt-5-mini", "gpt-5.1"])
+def test_other_models_still_get_parallel_tool_calls_false_beside_a_strict_tool(
+    model: str,
+) -> None:
+    target, _ = provider("openai", (200, completion({"content": "ok"})))
+    yes = allama.CapabilitySupport.SUPPORTED
+    assert target.chat_capability(model, allama.ChatCapability.PARALLEL_TOOL_CALLS) is yes
+    body, warnings = _sent("openai", ChatRequest(model).user("go").add_tool(STRICT_GET))
+    assert body["tools"] == [STRICT_GET_WIRE]
+    assert body["parallel_tool_calls"] is False
+    assert warnings == ()
+
+
+@pytest.mark.parametrize("parallel", [True, False])
+def test_an_o_series_callers_parallel_tool_calls_is_left_out_with_a_warning(
+    parallel: bool,
+) -> None:
+    request = ChatRequest("o3-mini").user("go").add_tool(STRICT_GET)
+    body, warnings = _sent("openai", request.with_parallel_tool_calls(parallel))
+    assert "parallel_tool_calls" not in body
+    assert body["tools"] == [STRICT_GET_WIRE]
+    assert [(w.kind, w.subject, w.message) for w in warnings] == [
+        (
+            WarningKind.UNSUPPORTED,
+            FieldSubject(field=RequestField.PARALLEL_TOOL_CALLS),
+            "`o3-mini` on OpenAI takes no `parallel_tool_calls`",
+        )
+    ]
+
+
+def test_a_forced_tool_extraction_on_o4_mini_sends_no_parallel_tool_calls() -> None:
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {
+            "name": "submit_structured_output",
+            "arguments": '{"name": "Ada", "age": 36}',
+        },
+    }
+    answer = completion({"content": None, "tool_calls": [call]}, finish="tool_calls")
+    target, recorder = provider("openai", (200, answer))
+    request = ChatRequest("o4-mini").user("Ada, 36").with_option(ExtractionMode.FORCED_TOOL)
+    extracted = allama.extract(target, Person, request)
+    assert extracted.value == Person(name="Ada", age=36)
+    assert extracted.response.warnings == ()
+    assert "parallel_tool_calls" not in recorder.bodies[0]
+    assert recorder.bodies[0]["tools"][0]["function"]["strict"] is True
+
+
+ONE_OF_TWO = {
+    "type": "object",
+    "properties": {"email": {"type": "string"}, "phone": {"type": "string"}},
+    "anyOf": [{"required": ["email"]}, {"required": ["phone"]}],
+}
+WITH_MAP = {
+    "type": "object",
+    "properties": {
+        "n": {"type": "integer"},
+        "tags": {"type": "object", "additionalProperties": {"type": "string"}},
+    },
+}
+NOT_STRICT_REASONS = {
+    "one_of_two": "the root at `/` is not an object, which OpenAI strict mode requires",
+    "with_map": "the subschema at `/properties/tags` is a map, which OpenAI strict mode "
+    "cannot enforce",
+}
+
+
+@pytest.mark.parametrize(("name", "schema"), [("one_of_two", ONE_OF_TWO), ("with_map", WITH_MAP)])
+def test_a_strict_tool_openai_cannot_hold_goes_as_given_without_strict(
+    name: str, schema: dict[str, Any]
+) -> None:
+    # Not its strict rewrite: a root `anyOf` with no object root (refused by OpenAI for any
+    # function), or optional properties made required and nullable.
+    tool = ToolDefinition(name="lookup", parameters=schema, strict=True)
+    body, warnings = _sent("openai", ChatRequest("gpt-4.1").user("go").add_tool(tool))
+    assert body["tools"] == [
+        {"type": "function", "function": {"name": "lookup", "parameters": schema, "strict": False}}
+    ]
+    assert "parallel_tool_calls" not in body
+    assert [(w.kind, w.subject, w.message) for w in warnings] == [
+        (
+            WarningKind.UNSUPPORTED,
+            FieldSubject(field=RequestField.TOOLS),
+            f"tool `lookup` is not strict-representable: {NOT_STRICT_REASONS[name]}; "
+            "it goes without `strict`",
+        )
+    ]
+
+
+@pytest.mark.parametrize(("name", "schema"), [("one_of_two", ONE_OF_TWO), ("with_map", WITH_MAP)])
+def test_a_strict_response_format_openai_cannot_hold_goes_as_given_without_strict(
+    name: str, schema: dict[str, Any]
+) -> None:
+    fmt = allama.ResponseFormat(type="json_schema", json_schema=schema, name="rec", strict=True)
+    request = ChatRequest("gpt-4.1").user("go").with_response_format(fmt)
+    body, warnings = _sent("openai", request)
+    assert body["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "rec", "schema": schema, "strict": False},
+    }
+    assert [(w.kind, w.subject, w.message) for w in warnings] == [
+        (
+            WarningKind.UNSUPPORTED,
+            FieldSubject(field=RequestField.RESPONSE_FORMAT),
+            f"the response format `rec` is not strict-representable: {NOT_STRICT_REASONS[name]}; "
+            "it goes without `strict`",
+        )
+    ]

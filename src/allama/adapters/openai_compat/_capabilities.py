@@ -279,6 +279,9 @@ _OPENAI_BASE_ROWS = (
         efforts=_GPT_5,
         sampling="no",
     ),
+    # The o-series answer 400 "Unsupported parameter: 'parallel_tool_calls' is not
+    # supported with this model" to the field on Chat Completions, even `false`
+    # (langchain#29704 on o3-mini, langchain#29416 on o1, fast-agent#279 on o4-mini).
     ModelFamily(
         "o1-mini*",
         StructuredLevel.JSON_OBJECT,
@@ -286,6 +289,7 @@ _OPENAI_BASE_ROWS = (
         forced_tool=N,
         reasoning=S,
         logprobs=N,
+        parallel_tools=N,
         sampling="no",
     ),
     ModelFamily(
@@ -295,6 +299,7 @@ _OPENAI_BASE_ROWS = (
         forced_tool=N,
         reasoning=S,
         logprobs=N,
+        parallel_tools=N,
         sampling="no",
     ),
     ModelFamily(
@@ -305,6 +310,7 @@ _OPENAI_BASE_ROWS = (
         stop=False,
         logprobs=N,
         efforts=_LOW_TO_HIGH,
+        parallel_tools=N,
         sampling="no",
     ),
     ModelFamily(
@@ -315,6 +321,7 @@ _OPENAI_BASE_ROWS = (
         stop=False,
         logprobs=N,
         efforts=_LOW_TO_HIGH,
+        parallel_tools=N,
         sampling="no",
     ),
     ModelFamily(
@@ -324,6 +331,7 @@ _OPENAI_BASE_ROWS = (
         images=S,
         logprobs=N,
         efforts=_LOW_TO_HIGH,
+        parallel_tools=N,
         sampling="no",
     ),
     ModelFamily("gpt-4.1*", StructuredLevel.STRICT, reasoning=N, images=S, logprobs=S),

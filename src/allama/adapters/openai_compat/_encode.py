@@ -364,14 +364,17 @@ class _Encoder:
                 )
                 strict = None
             else:
-                rewrite = self.rewrite(self.profile.tool_dialect, parameters, subject)
+                dialect = self.profile.tool_dialect
+                rewrite = self.rewrite(dialect, parameters, subject)
                 strict = apply_strict_policy(
                     rewrite,
                     field=RequestField.TOOLS,
                     subject=subject,
                     degradations=self.degradations,
+                    rewrite_sent_anyway=_rewrite_sent_anyway(dialect),
                 )
-                parameters = rewrite.schema
+                if strict or _rewrite_sent_anyway(dialect):
+                    parameters = rewrite.schema
                 if strict and not self.family.strict_tools:
                     self.degradations.approximate(
                         RequestField.TOOLS,
@@ -425,11 +428,23 @@ class _Encoder:
                     f"{self.profile.display_name} ignores `parallel_tool_calls`",
                 )
                 return None
+            if self.family.parallel_tools is CapabilitySupport.UNSUPPORTED:
+                self.degradations.refuse(
+                    RequestField.PARALLEL_TOOL_CALLS,
+                    f"`{self.request.model}` on {self.profile.display_name} takes no "
+                    "`parallel_tool_calls`",
+                )
+                return None
             if parallel:
                 self.strict_in_parallel(self.strict_tools(tools))
             return parallel
-        if self.strict_tools(tools):
-            # Strict tool calls do not hold under parallel calls on this endpoint.
+        if (
+            self.strict_tools(tools)
+            and self.family.parallel_tools is not CapabilitySupport.UNSUPPORTED
+        ):
+            # Strict tool calls do not hold under parallel calls on this endpoint; a model
+            # that takes no `parallel_tool_calls` (OpenAI's o-series answer 400 to it, even
+            # `false`) gets none.
             return False
         return None
 
@@ -714,11 +729,17 @@ class _Encoder:
                 )
                 strict = False
             else:
-                rewrite = self.rewrite(self.profile.response_dialect, schema, subject)
+                dialect = self.profile.response_dialect
+                rewrite = self.rewrite(dialect, schema, subject)
                 strict = apply_strict_policy(
-                    rewrite, field=field, subject=subject, degradations=self.degradations
+                    rewrite,
+                    field=field,
+                    subject=subject,
+                    degradations=self.degradations,
+                    rewrite_sent_anyway=_rewrite_sent_anyway(dialect),
                 )
-                schema = rewrite.schema
+                if strict or _rewrite_sent_anyway(dialect):
+                    schema = rewrite.schema
         if self.profile.json_schema_shape == "raw":
             return {"type": "json_schema", "json_schema": schema}
         body: dict[str, Any] = {"name": name, "schema": schema}
@@ -1138,3 +1159,13 @@ def encode_request(
     encoder = _Encoder(request, profile, family, degradations, stream=stream)
     body = encoder.body()
     return HttpRequest("POST", url, headers, body, params or {}, as_sent=encoder.as_sent)
+
+
+def _rewrite_sent_anyway(dialect: SchemaDialect) -> bool:
+    """Whether a schema that cannot go `strict` still goes as `dialect`'s rewrite. Not
+    OpenAI's strict one: without `strict` it only narrows what the caller asked (optional
+    properties required and nullable, objects closed) or breaks it (a root `anyOf` of
+    required sets, no object root, which OpenAI refuses for any function), so the
+    caller's schema goes as given. The grammar dialects' rewrites are what their
+    converters can read, enforced with or without `strict`."""
+    return dialect is not SchemaDialect.OPENAI_STRICT
