@@ -173,10 +173,34 @@ _ANTHROPIC_CACHE_WRITES = (
     ("ephemeral_5m_input_tokens", "cache_write_5m_tokens"),
 )
 
-OTHER_MODEL_PASSES = frozenset({"advisor_message"})
+_OTHER_MODEL_PASSES = frozenset({"advisor_message"})
 """The `usage.iterations` entries billed at another model's rates (the advisor tool's
 sub-inferences, at the advisor's), which the top-level counts leave out too: neither summed
 into the message's counts (Anthropic's adapter) nor priced among its passes."""
+
+
+def billed_passes(iterations: Any) -> list[Mapping[str, Any]] | None:
+    """The sampling passes Anthropic's `usage.iterations` lists that are billed at the
+    message's model (a compaction pass, a message pass, the passes of a server tool loop);
+    `None` where it lists none, or one without its input and output counts (then the
+    top-level counts are all there is to go by). Read alike by the adapter, which sums
+    them, and by the price, which needs those over the long-context threshold."""
+    if not isinstance(iterations, list) or not iterations:
+        return None
+    passes: list[Mapping[str, Any]] = []
+    for entry in iterations:
+        if not isinstance(entry, dict):
+            return None
+        if entry.get("type") in _OTHER_MODEL_PASSES:
+            continue
+        if (
+            type(entry.get("input_tokens")) is not int
+            or type(entry.get("output_tokens")) is not int
+        ):
+            return None
+        passes.append(entry)
+    return passes or None
+
 
 _MODALITY_TOKENS: Mapping[str, frozenset[str]] = {
     AUDIO_TOKENS_KEY: frozenset(
@@ -259,20 +283,15 @@ def _long_context_passes(iterations: Any) -> dict[str, int]:
     their input (cached or not) sums past `LONG_CONTEXT_INPUT`: how many there are, how many
     are over it, and the counts of those (`LONG_CONTEXT_PREFIX`). Nothing where it lists no
     passes its adapter summed (one without its counts: the usage is the top level's)."""
-    if not isinstance(iterations, list):
+    listed = billed_passes(iterations)
+    if listed is None:
         return {}
     passes = 0
     summed = 0
     over = dict.fromkeys(_PASS_COUNTS.values(), 0)
     over_1h = over_count = 0
-    for entry in iterations:
-        if not isinstance(entry, dict):
-            return {}
-        if entry.get("type") in OTHER_MODEL_PASSES:
-            continue
+    for entry in listed:
         counts = {ours: entry.get(theirs) for theirs, ours in _PASS_COUNTS.items()}
-        if type(counts["input_tokens"]) is not int or type(counts["output_tokens"]) is not int:
-            return {}
         counted = {key: count if type(count) is int else 0 for key, count in counts.items()}
         # All its input, as genai-prices counts it: Anthropic's leaves the cached out.
         counted["input_tokens"] += counted["cache_read_tokens"] + counted["cache_write_tokens"]

@@ -49,7 +49,7 @@ from allama.types import (
     Usage,
     Warning,
 )
-from allama.types._response import OTHER_MODEL_PASSES, RESUME_KEY, billed_extras
+from allama.types._response import RESUME_KEY, billed_extras, billed_passes
 
 __all__ = [
     "CITATIONS_KEY",
@@ -138,26 +138,6 @@ def _count(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _passes_of(usage: Mapping[str, Any]) -> list[Mapping[str, Any]] | None:
-    """The sampling passes `usage.iterations` lists that are billed at the message's model
-    (a compaction pass, a message pass, the passes of a server tool loop); `None` where it
-    lists none, or one without its input and output counts (then the top-level counts are
-    all there is to go by)."""
-    iterations = usage.get("iterations")
-    if not isinstance(iterations, list) or not iterations:
-        return None
-    passes: list[Mapping[str, Any]] = []
-    for entry in iterations:
-        if not isinstance(entry, dict):
-            return None
-        if entry.get("type") in OTHER_MODEL_PASSES:
-            continue
-        if _count(entry.get("input_tokens")) is None or _count(entry.get("output_tokens")) is None:
-            return None
-        passes.append(entry)
-    return passes or None
-
-
 def _summed(passes: Sequence[Mapping[str, Any]], key: str, top: Any) -> int | None:
     """`key` summed over the passes that carry it; the top-level count where none does."""
     counts = [count for entry in passes if (count := _count(entry.get(key))) is not None]
@@ -169,7 +149,7 @@ def usage_of(usage: Mapping[str, Any]) -> Usage:
     (read or written), which allama's includes; a count not reported stays `None`. Where
     `usage.iterations` lists the sampling passes, each count is their sum (the top-level
     counts leave out a compaction pass)."""
-    passes = _passes_of(usage) if "iterations" in usage else None
+    passes = billed_passes(usage.get("iterations")) if "iterations" in usage else None
     if passes is None:
         uncached = _count(usage.get("input_tokens"))
         written = _count(usage.get("cache_creation_input_tokens"))
@@ -205,7 +185,7 @@ def usage_details_of(usage: Mapping[str, Any]) -> dict[str, JsonValue]:
         and not (isinstance(usage[key], str) and usage[key] in _STANDARD.get(key, ()))
     }
     if "iterations" in details:
-        passes = _passes_of(usage)
+        passes = billed_passes(usage.get("iterations"))
         written = _cache_creation(passes) if passes is not None else None
         if written is not None:
             details["cache_creation"] = written
