@@ -364,17 +364,9 @@ class _Encoder:
                 )
                 strict = None
             else:
-                dialect = self.profile.tool_dialect
-                rewrite = self.rewrite(dialect, parameters, subject)
-                strict = apply_strict_policy(
-                    rewrite,
-                    field=RequestField.TOOLS,
-                    subject=subject,
-                    degradations=self.degradations,
-                    rewrite_sent_anyway=_rewrite_sent_anyway(dialect),
+                parameters, strict = self.strict_schema(
+                    self.profile.tool_dialect, parameters, RequestField.TOOLS, subject
                 )
-                if strict or _rewrite_sent_anyway(dialect):
-                    parameters = rewrite.schema
                 if strict and not self.family.strict_tools:
                     self.degradations.approximate(
                         RequestField.TOOLS,
@@ -387,6 +379,23 @@ class _Encoder:
             name=tool.name, description=tool.description, parameters=parameters, strict=strict
         )
         return {"type": "function", "function": function}
+
+    def strict_schema(
+        self, dialect: SchemaDialect, schema: dict[str, Any], field: RequestField, subject: str
+    ) -> tuple[dict[str, Any], bool]:
+        """`schema` rewritten in `dialect` for `strict` (a tool's or a response format's),
+        and whether it goes strict under the policy; where it does not, the caller's schema
+        goes as given, unless the dialect's rewrite is sent anyway (`_rewrite_sent_anyway`)."""
+        rewrite = self.rewrite(dialect, schema, subject)
+        anyway = _rewrite_sent_anyway(dialect)
+        strict = apply_strict_policy(
+            rewrite,
+            field=field,
+            subject=subject,
+            degradations=self.degradations,
+            rewrite_sent_anyway=anyway,
+        )
+        return (rewrite.schema if strict or anyway else schema), strict
 
     def tool_choice(self) -> str | dict[str, Any] | None:
         choice = self.request.tool_choice
@@ -729,17 +738,9 @@ class _Encoder:
                 )
                 strict = False
             else:
-                dialect = self.profile.response_dialect
-                rewrite = self.rewrite(dialect, schema, subject)
-                strict = apply_strict_policy(
-                    rewrite,
-                    field=field,
-                    subject=subject,
-                    degradations=self.degradations,
-                    rewrite_sent_anyway=_rewrite_sent_anyway(dialect),
+                schema, strict = self.strict_schema(
+                    self.profile.response_dialect, schema, field, subject
                 )
-                if strict or _rewrite_sent_anyway(dialect):
-                    schema = rewrite.schema
         if self.profile.json_schema_shape == "raw":
             return {"type": "json_schema", "json_schema": schema}
         body: dict[str, Any] = {"name": name, "schema": schema}
