@@ -599,28 +599,27 @@ class LlamaCppProvider(HttpProvider):
                 .with_model(model)
             )
 
-    def _closed_under_call(self, error: NetworkError) -> Error | None:
-        """The closed error for a network failure of a call whose engine a close stopped:
-        not one to try again (`None`: no close came since the call began)."""
-        if not self._closed_since_call():
-            return None
-        cause = error.__cause__
-        if not isinstance(cause, Exception):
-            cause = error
-        closed = _closed_error(_CLOSED, cause, _request_of(cause, None))
-        closed.context = error.context
-        return closed
+    @contextmanager
+    def _closed_under_call(self) -> Iterator[None]:
+        """A network failure of a call whose engine a close stopped raised as the closed
+        error, not one to try again (as it is, where no close came since the call began)."""
+        try:
+            yield
+        except NetworkError as error:
+            if not self._closed_since_call():
+                raise
+            cause = error.__cause__
+            if not isinstance(cause, Exception):
+                cause = error
+            closed = _closed_error(_CLOSED, cause, _request_of(cause, None))
+            closed.context = error.context
+            raise closed from error
 
     def _send(
         self, request: ChatRequest, http: HttpRequest, warnings: list[Warning]
     ) -> ChatResponse:
-        try:
+        with self._closed_under_call():
             return super()._send(request, http, warnings)
-        except NetworkError as error:
-            closed = self._closed_under_call(error)
-            if closed is None:
-                raise
-            raise closed from error
 
     def _open(
         self,
@@ -629,24 +628,14 @@ class LlamaCppProvider(HttpProvider):
         warnings: list[Warning],
         span: CallSpan | None,
     ) -> ChatStream:
-        try:
+        with self._closed_under_call():
             return super()._open(request, http, warnings, span)
-        except NetworkError as error:
-            closed = self._closed_under_call(error)
-            if closed is None:
-                raise
-            raise closed from error
 
     async def _asend(
         self, request: ChatRequest, http: HttpRequest, warnings: list[Warning]
     ) -> ChatResponse:
-        try:
+        with self._closed_under_call():
             return await super()._asend(request, http, warnings)
-        except NetworkError as error:
-            closed = self._closed_under_call(error)
-            if closed is None:
-                raise
-            raise closed from error
 
     async def _aopen(
         self,
@@ -655,13 +644,8 @@ class LlamaCppProvider(HttpProvider):
         warnings: list[Warning],
         span: CallSpan | None,
     ) -> AsyncChatStream:
-        try:
+        with self._closed_under_call():
             return await super()._aopen(request, http, warnings, span)
-        except NetworkError as error:
-            closed = self._closed_under_call(error)
-            if closed is None:
-                raise
-            raise closed from error
 
     def missing_url(self) -> str | None:
         return None if self._engine is not None else super().missing_url()  # given on start
