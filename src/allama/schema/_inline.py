@@ -64,8 +64,6 @@ class RootCombinators:
     """The root as sent: the schema given when there was nothing to change."""
     dropped: tuple[str, ...] = ()
     """The root's `anyOf` and `oneOf` left out, in that order: their rule is not enforced."""
-    folded: bool = False
-    """A root `allOf` was folded into the root, which accepts what it did."""
 
 
 _FOLDABLE = frozenset({"type", "properties", "required"})
@@ -86,13 +84,12 @@ def without_root_combinators(schema: dict[str, Any]) -> RootCombinators:
     if not any(key in schema for key in ("anyOf", "oneOf", "allOf")):
         return RootCombinators(schema)
     root = dict(schema)
-    folded = "allOf" in root
-    if folded:
+    if "allOf" in root:  # folded: the root accepts what it did
         root = _folded(root)
     dropped = tuple(key for key in ("anyOf", "oneOf") if key in root)
     for key in dropped:
         del root[key]
-    return RootCombinators(root, dropped, folded)
+    return RootCombinators(root, dropped)
 
 
 def _folded(root: dict[str, Any]) -> dict[str, Any]:
