@@ -879,6 +879,14 @@ class ExtractionSpan:
         finally:
             self._end()
 
+    def closed(self, metadata: ExtractionMetadata, early: bool) -> None:
+        """A stream closed (or dropped) without its value read: `closed_early` where its
+        response had not ended, else ended with the pass it made (`succeed`)."""
+        if early:
+            self.closed_early(metadata)
+        else:
+            self.succeed(metadata)
+
     def closed_early(self, metadata: ExtractionMetadata | None) -> None:
         """A stream closed (or dropped) before its response ended: ended, not failed. One
         closed after that end, its value not read, is not early: it ends with the pass it
@@ -903,11 +911,7 @@ class ExtractionSpan:
 def _dropped_extraction(
     span: ExtractionSpan, metadata: Callable[[], tuple[ExtractionMetadata, bool]]
 ) -> None:
-    record, early = metadata()
-    if early:
-        span.closed_early(record)
-    else:
-        span.succeed(record)
+    span.closed(*metadata())
 
 
 def _answered_by(outcome: object) -> str | None:

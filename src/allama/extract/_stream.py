@@ -335,11 +335,7 @@ class _Observer(Generic[T]):
         if self._failed is not None:
             span.fail(self._failed)
             return
-        record, early = _record_at_close(self._opened)
-        if early:
-            span.closed_early(record)
-        else:
-            span.succeed(record)
+        span.closed(*_record_at_close(self._opened))
 
     def finish_with(self, collector: StreamCollector) -> Extracted[T]:
         span = self._span
