@@ -26,6 +26,7 @@ from allama.types import (
     ImagePart,
     ProviderDataEvent,
     ReasoningEffort,
+    ToolDefinition,
     Usage,
     UsageEvent,
 )
@@ -320,3 +321,37 @@ def test_images_gemini_reads_and_other_files_by_url_are_still_sent() -> None:
         {"fileData": {"fileUri": "https://example.com/photo", "mimeType": "image/webp"}},
         {"fileData": {"fileUri": "gs://bucket/report.pdf", "mimeType": "application/pdf"}},
     ]
+
+
+def test_tools_of_one_name_are_refused_unsent() -> None:
+    """Gemini answers "Duplicate function declaration found"; which tool a call named
+    could not be told."""
+    sent: list[httpx2.Request] = []
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        sent.append(request)
+        return httpx2.Response(200, json={})
+
+    transport = Transport(client=httpx2.Client(transport=httpx2.MockTransport(answer)))
+    tools = [
+        ToolDefinition(name="lookup", parameters={"type": "object"}),
+        ToolDefinition(name="save", parameters={"type": "object"}),
+        ToolDefinition(name="lookup", description="again", parameters={"type": "object"}),
+    ]
+    for name, options, display in (
+        ("gemini", {"api_key": KEY}, "Gemini"),
+        (
+            "vertex-gemini",
+            {"access_token": "t", "project": "p", "location": "us-central1"},
+            "Gemini on Vertex AI",
+        ),
+    ):
+        target = allama.provider(name, transport=transport, **options)
+        request = ChatRequest("gemini-2.5-flash").user("hi").with_tools(tools)
+        with pytest.raises(InvalidRequestError) as raised:
+            target.chat(request)
+        assert str(raised.value) == (
+            f"{display} takes each tool name once, and the request's tools repeat names "
+            "(positions count from 0): `lookup` names the tools at positions 0 and 2"
+        )
+    assert sent == []

@@ -25,10 +25,11 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from allama.types import AssistantMessage, Message, ToolCall, ToolMessage
+from allama.types import AssistantMessage, Message, ToolCall, ToolDefinition, ToolMessage
 
 __all__ = [
     "results_in_call_order",
+    "repeated_tool_names",
     "ANTHROPIC_IDS",
     "MISTRAL_IDS",
     "IdRule",
@@ -197,3 +198,30 @@ def results_in_call_order(messages: Sequence[Message]) -> list[Message]:
         ordered.extend(results)
         at = end
     return ordered
+
+
+def repeated_tool_names(tools: Sequence[ToolDefinition], display: str) -> str | None:
+    """Why `tools` cannot go to a provider that takes each name once, or `None`.
+
+    A call names its tool, so of two tools of one name which one was called could not be
+    told; Anthropic answers 400 ("Tool names must be unique"), Gemini "Duplicate function
+    declaration found"."""
+    places: dict[str, list[int]] = {}
+    for index, tool in enumerate(tools):
+        places.setdefault(tool.name, []).append(index)
+    twice = [(name, at) for name, at in places.items() if len(at) > 1]
+    if not twice:
+        return None
+    said = "; ".join(
+        f"`{name}` names the tools at positions {_positions(at)}" for name, at in twice
+    )
+    return (
+        f"{display} takes each tool name once, and the request's tools repeat names "
+        f"(positions count from 0): {said}"
+    )
+
+
+def _positions(places: list[int]) -> str:
+    """`[0, 2, 5]` as "0, 2 and 5"."""
+    *most, last = (str(place) for place in places)
+    return f"{', '.join(most)} and {last}"

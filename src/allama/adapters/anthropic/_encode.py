@@ -37,7 +37,7 @@ from allama.adapters._http import (
     settings_as_sent,
 )
 from allama.adapters._rewrites import cached_rewrite
-from allama.adapters._tool_ids import ANTHROPIC_IDS, with_tool_ids
+from allama.adapters._tool_ids import ANTHROPIC_IDS, repeated_tool_names, with_tool_ids
 from allama.adapters.anthropic._capabilities import ClaudeFamily, Thinking
 from allama.adapters.anthropic._profile import AnthropicProfile
 from allama.errors import InvalidRequestError
@@ -587,7 +587,9 @@ class _Encoder:
         rewrite removed was not removed after all."""
         if not self.request.tools:
             return None, []
-        self.unique_names()
+        why = repeated_tool_names(self.request.tools, self.profile.display_name)
+        if why is not None:
+            raise self.invalid(why)
         strict_sent = 0
         tools = []
         said: list[tuple[bool, list[Warning]]] = []
@@ -598,22 +600,6 @@ class _Encoder:
             tools.append(wire)
             said.append((sent, scratch.warnings))
         return tools, said
-
-    def unique_names(self) -> None:
-        """Refuse tools of one name, which Anthropic answers 400 ("tools: Tool names must be
-        unique"): which of them a call names could not be told."""
-        places: dict[str, list[int]] = {}
-        for index, tool in enumerate(self.request.tools):
-            places.setdefault(tool.name, []).append(index)
-        twice = [(name, at) for name, at in places.items() if len(at) > 1]
-        if twice:
-            said = "; ".join(
-                f"`{name}` names the tools at positions {_positions(at)}" for name, at in twice
-            )
-            raise self.invalid(
-                f"{self.profile.display_name} takes each tool name once, and the request's "
-                f"tools repeat names (positions count from 0): {said}"
-            )
 
     def plain(self, tool: ToolDefinition, record: Degradations) -> dict[str, Any]:
         """`tool` without `strict`; what its schema loses goes to `record`."""
@@ -1166,12 +1152,6 @@ def _named(tool: ToolDefinition, schema: dict[str, Any]) -> dict[str, Any]:
         wire["description"] = tool.description
     wire["input_schema"] = schema
     return wire
-
-
-def _positions(places: list[int]) -> str:
-    """`[0, 2, 5]` as "0, 2 and 5"."""
-    *most, last = (str(place) for place in places)
-    return f"{', '.join(most)} and {last}"
 
 
 def _thinks(thinking: object) -> bool:

@@ -46,7 +46,7 @@ from allama.adapters._http import (
     settings_as_sent,
 )
 from allama.adapters._rewrites import cached_rewrite
-from allama.adapters._tool_ids import results_in_call_order
+from allama.adapters._tool_ids import repeated_tool_names, results_in_call_order
 from allama.adapters.gemini._capabilities import GeminiFamily, SchemaSurface, Thinking
 from allama.adapters.gemini._profile import GeminiProfile
 from allama.errors import InvalidRequestError
@@ -486,6 +486,9 @@ class _Encoder:
                 instead="the tools were left out",
             )
             return None
+        why = repeated_tool_names(self.request.tools, self.profile.display_name)
+        if why is not None:
+            raise self.invalid(why)
         return [{"functionDeclarations": [self.declaration(t) for t in self.request.tools]}]
 
     def declaration(self, tool: ToolDefinition) -> dict[str, Any]:
