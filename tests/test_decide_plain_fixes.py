@@ -202,6 +202,24 @@ def test_under_a_grammar_the_option_is_as_written_and_space_before_it_no_option(
     assert sent[0]["grammar"] == 'root ::= "Yes" | "No"'
 
 
+def test_an_option_holding_code_point_0_is_not_sent_as_a_grammar() -> None:
+    # llama.cpp's grammars cannot match U+0000: the server failed the call, retried as a
+    # server error. The options go in the prompt alone, and the record says so.
+    provider, sent = serving("llama-cpp", lambda _: completion("a\x00b"))
+    decision = allama.decide(provider, Literal["a\x00b", "c"], ChatRequest("m").user("?"))
+    assert decision.value == "a\x00b"
+    assert "grammar" not in sent[0]
+    assert decision.metadata.enforcement is SchemaEnforcement.NOT_ENFORCED
+    assert [w.message for w in decision.metadata.degradations] == [
+        "llama.cpp's server cannot match the character U+0000 in a grammar, and an option "
+        "holds it; the answer was not constrained to the options"
+    ]
+    strict = ChatRequest("m").user("?").with_response_format(ResponseFormat.choice(["\x00"]))
+    with pytest.raises(allama.UnsupportedError, match="U\\+0000"):
+        provider.chat(strict.with_unsupported_policy(allama.UnsupportedPolicy.ERROR))
+    assert len(sent) == 1
+
+
 def test_the_space_an_answer_is_trimmed_of_is_what_python_trims() -> None:
     from allama.extract._probabilities import _SPACE
 

@@ -650,6 +650,14 @@ class _Encoder:
         fmt = self.request.response_format
         if fmt is None or fmt.options is None or not self.profile.choice_grammar:
             return None
+        if any("\x00" in option for option in fmt.options):
+            # llama.cpp's grammars cannot match code point 0: the server fails the call.
+            self.degradations.refuse(
+                RequestField.RESPONSE_FORMAT,
+                f"{self.profile.display_name} cannot match the character U+0000 in a grammar, "
+                "and an option holds it; the answer was not constrained to the options",
+            )
+            return None
         return choice_grammar(fmt.options)
 
     def logprobs(self, effort: str | None) -> int | None:
