@@ -677,6 +677,24 @@ def test_tool_choice_none_offers_no_tools_and_parallel_calls_have_no_setting() -
     assert fields(warnings) == [("parallel_tool_calls", "unsupported"), ("tools", "unsupported")]
 
 
+def test_tool_choice_none_offers_no_tools_on_the_openai_compatible_endpoint_too() -> None:
+    # Its `/v1` ignores `tool_choice`: the tools were sent, with a warning, and could be
+    # called. Left out, none can be, as on the native API.
+    target: HttpProvider = allama.provider("ollama-openai")
+    request = (
+        ChatRequest(MODEL)
+        .user("Hi")
+        .with_tools([ToolDefinition(name="person", parameters=PERSON)])
+        .with_tool_choice(ToolChoice.none())
+    )
+    http, warnings = target._prepare(request, stream=False)
+    assert "tools" not in http.body and "tool_choice" not in http.body
+    assert warnings == []
+    http, warnings = target._prepare(request.with_tool_choice(ToolChoice.required()), stream=False)
+    assert [t["function"]["name"] for t in http.body["tools"]] == ["person"]
+    assert fields(warnings) == [("tool_choice", "unsupported")]
+
+
 class _Address(BaseModel):
     street: str
     city: str

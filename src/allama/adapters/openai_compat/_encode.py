@@ -349,6 +349,11 @@ class _Encoder:
     def tools(self) -> list[dict[str, Any]] | None:
         if not self.request.tools:
             return None
+        choice = self.request.tool_choice
+        if choice is not None and choice.mode == "none" and not self.profile.tool_choice:
+            # The one way to keep `none` where `tool_choice` is ignored: offered, the tools
+            # could be called.
+            return None
         return [self.tool(tool) for tool in self.request.tools]
 
     def tool(self, tool: ToolDefinition) -> dict[str, Any]:
@@ -403,7 +408,7 @@ class _Encoder:
             return None
         display = self.profile.display_name
         if not self.profile.tool_choice:
-            if choice.mode != "auto":
+            if choice.mode not in ("auto", "none"):  # `none`: the tools were left out
                 self.degradations.refuse(
                     RequestField.TOOL_CHOICE,
                     f"{display} ignores `tool_choice`",
