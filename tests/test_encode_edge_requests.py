@@ -64,6 +64,51 @@ def test_a_tool_choice_without_tools_is_not_sent(name: str, choice: ToolChoice) 
     assert not [w for w in warnings if w.is_about(RequestField.TOOL_CHOICE)]
 
 
+@pytest.mark.parametrize("name", [*sorted(PROVIDERS), "ollama"])
+def test_a_named_tool_choice_for_a_tool_not_offered_is_refused_unsent(name: str) -> None:
+    # Providers answer 400 to a choice of a tool the request does not hold (a misspelt name,
+    # or tools of an earlier turn). Body-option tools may hold it: those go as they are.
+    sent: list[httpx2.Request] = []
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        sent.append(request)
+        return httpx2.Response(500)
+
+    transport = allama.Transport(client=httpx2.Client(transport=httpx2.MockTransport(answer)))
+    preset, options, model = {
+        "openai": ("openai", {"api_key": "k"}, "gpt-4o"),
+        "responses": ("openai", {"api_key": "k", "api": "responses"}, "gpt-4o"),
+        "anthropic": ("anthropic", {"api_key": "k"}, "claude-sonnet-4-5"),
+        "gemini": ("gemini", {"api_key": "k"}, "gemini-2.5-flash"),
+        "ollama": ("ollama", {}, "llama3.1"),
+    }[name]
+    target = allama.provider(preset, transport=transport, **options)
+    request = (
+        ChatRequest(model)
+        .user("Look it up.")
+        .with_tools([ToolDefinition(name="lookup"), ToolDefinition(name="save")])
+        .with_tool_choice(ToolChoice.tool("look_up"))
+    )
+    with pytest.raises(InvalidRequestError) as caught:
+        target.chat(request)
+    assert str(caught.value) == (
+        "`tool_choice` names the tool `look_up`, which is not among the request's tools"
+    )
+    assert sent == []
+    namespace = {
+        "openai": "openai_compat",
+        "responses": "openai_responses",
+        "anthropic": "anthropic",
+        "gemini": "gemini",
+        "ollama": "ollama",
+    }[name]
+    theirs = request.with_option_json(namespace, {"tools": [{"type": "function", "x": 1}]})
+    with pytest.raises(allama.Error) as failed:
+        target.chat(theirs)
+    assert not isinstance(failed.value, InvalidRequestError)
+    assert len(sent) >= 1
+
+
 def test_a_tool_choice_beside_the_providers_own_tools_in_the_body_is_sent() -> None:
     # Server tools given as body fields (Anthropic's web search) are tools all the same.
     search = {"type": "web_search_20250305", "name": "web_search", "max_uses": 1}

@@ -10,7 +10,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 import allama.types as vocabulary
-from allama.errors import UnsupportedError
+from allama.errors import InvalidRequestError, UnsupportedError
 from allama.types import RequestField, UnsupportedPolicy, UnsupportedStage, WarningKind
 
 if TYPE_CHECKING:
@@ -65,7 +65,11 @@ class Degradations:
         choice is not sent (providers refuse one without tools), refused where it asked for
         a call."""
         choice = request.tool_choice
-        if choice is None or gives_tools(request, namespace):
+        if choice is None:
+            return False
+        if gives_tools(request, namespace):
+            if choice.mode == "tool" and not _option_tools(request, namespace):
+                self.offered(request, choice.name or "")
             return False
         if choice.mode in ("required", "tool"):
             self.refuse(
@@ -74,6 +78,19 @@ class Degradations:
                 instead="`tool_choice` was not sent",
             )
         return True
+
+    def offered(self, request: ChatRequest, name: str) -> None:
+        """Refuse a named tool choice for a tool the request does not offer, which providers
+        answer 400 (the body option's own tools are not known here, and may hold it)."""
+        if any(tool.name == name for tool in request.tools):
+            return
+        raise (
+            InvalidRequestError(
+                f"`tool_choice` names the tool `{name}`, which is not among the request's tools"
+            )
+            .mark_authored()
+            .with_provider(self.provider)
+        )
 
     def refuse(
         self,
@@ -144,8 +161,10 @@ def sent_stops(stop: tuple[str, ...], warnings: tuple[Warning, ...]) -> tuple[st
 def gives_tools(request: ChatRequest, namespace: str) -> bool:
     """Whether `request` gives tools: as `tools`, or in the body fields of option
     `namespace` (a provider's own server tools)."""
-    if request.tools:
-        return True
+    return bool(request.tools) or _option_tools(request, namespace)
+
+
+def _option_tools(request: ChatRequest, namespace: str) -> bool:
     extra = request.option_json(namespace)
     return isinstance(extra, dict) and bool(extra.get("tools"))
 
