@@ -1508,3 +1508,43 @@ def test_a_strict_response_format_openai_cannot_hold_goes_as_given_without_stric
             "it goes without `strict`",
         )
     ]
+
+
+# Tool results go in the order of the calls they answer: servers running an open model's
+# chat template (Qwen's writes `<tool_response>` blocks with no id) pair them by position.
+
+
+@pytest.mark.parametrize(
+    ("preset", "options"),
+    [
+        ("openai", {}),
+        ("vllm", {"base_url": "http://127.0.0.1:8000/v1"}),
+        ("ollama-openai", {}),
+        ("together", {}),
+        ("deepinfra", {}),
+    ],
+)
+def test_tool_results_given_out_of_order_go_in_the_order_of_the_calls(
+    preset: str, options: dict[str, Any]
+) -> None:
+    paris = ToolCall.of("call_paris", "weather", {"city": "Paris"})
+    rome = ToolCall.of("call_rome", "weather", {"city": "Rome"})
+    request = (
+        ChatRequest("m")
+        .with_tools([WEATHER])
+        .user("Paris and Rome?")
+        .assistant([paris, rome])
+        .tool_result(rome, "Rome: 30C")
+        .tool_result(paris, "Paris: 12C")
+        .user("And tomorrow?")
+    )
+    body, warnings = _sent(preset, request, **options)
+    assert [(m["role"], m.get("tool_call_id")) for m in body["messages"]] == [
+        ("user", None),
+        ("assistant", None),
+        ("tool", "call_paris"),
+        ("tool", "call_rome"),
+        ("user", None),
+    ]
+    assert [m["content"] for m in body["messages"][2:4]] == ["Paris: 12C", "Rome: 30C"]
+    assert warnings == ()

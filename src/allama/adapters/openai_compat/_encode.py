@@ -24,7 +24,13 @@ from allama.adapters._http import (
     settings_as_sent,
 )
 from allama.adapters._rewrites import cached_rewrite, unreported
-from allama.adapters._tool_ids import MISTRAL_IDS, limited_ids, mistral_model, with_tool_ids
+from allama.adapters._tool_ids import (
+    MISTRAL_IDS,
+    limited_ids,
+    mistral_model,
+    results_in_call_order,
+    with_tool_ids,
+)
 from allama.adapters.openai_compat._capabilities import ModelFamily, StructuredLevel
 from allama.adapters.openai_compat._profile import SchemaDialect, WireProfile, pdfs_from
 from allama.errors import InvalidRequestError
@@ -110,7 +116,9 @@ class _Encoder:
     # Messages
 
     def messages(self) -> list[dict[str, Any]]:
-        messages: Sequence[Message] = self.request.messages
+        # Servers running an open model's chat template (vLLM, llama.cpp, Ollama, and the
+        # hosts serving Llama or Qwen) write results by position, with no id.
+        messages: Sequence[Message] = results_in_call_order(self.request.messages)
         if self.profile.name == "mistral" or mistral_model(self.request.model):
             # Their template refuses other providers' ids, and repeated ones.
             messages = with_tool_ids(messages, MISTRAL_IDS)
