@@ -611,6 +611,8 @@ def error_of(status: int, body: Any, headers: dict[str, str] | None = None) -> E
         (500, "INTERNAL", ServerError, True),
         (503, "UNAVAILABLE", OverloadedError, True),
         (504, "DEADLINE_EXCEEDED", ServerError, True),
+        # The server cancelling under load (gemini-cli reports it): not the caller's mistake.
+        (499, "CANCELLED", ServerError, True),
     ],
 )
 def test_every_status_name(status: int, name: str, cls: type[Error], retryable: bool) -> None:
@@ -624,6 +626,11 @@ def test_every_status_name(status: int, name: str, cls: type[Error], retryable: 
     assert error.context.body == json.dumps(body)
     assert words not in repr(error) and words not in str(error.as_log())
     assert error.as_log()["kind"] == cls.kind
+
+
+def test_a_499_without_a_status_name_is_a_server_error_too() -> None:
+    error = error_of(499, {"error": {"code": 499, "message": "The operation was cancelled."}})
+    assert (type(error), error.retryable) == (ServerError, True)
 
 
 def test_the_status_name_decides_over_the_http_status() -> None:
@@ -884,7 +891,7 @@ def test_a_per_minute_quota_is_a_rate_limit() -> None:
     [
         (400, google_error(400, "OUT_OF_RANGE", "x"), InvalidRequestError),
         (409, google_error(409, "ABORTED", "x"), InvalidRequestError),
-        (499, google_error(499, "CANCELLED", "x"), InvalidRequestError),
+        (499, google_error(499, "CANCELLED", "x"), ServerError),
         (500, google_error(500, "UNKNOWN", "x"), ServerError),
         (501, google_error(501, "UNIMPLEMENTED", "x"), ServerError),
         (502, "<html><body>Bad Gateway</body></html>", ServerError),
@@ -1825,6 +1832,7 @@ def expected_error(case: Case) -> tuple[type[Error], float | None]:
         "INTERNAL": ServerError,
         "UNAVAILABLE": OverloadedError,
         "DEADLINE_EXCEEDED": ServerError,
+        "CANCELLED": ServerError,
     }
     if name in by_name:
         return by_name[name], None

@@ -257,9 +257,10 @@ def _by_name(name: str, info: _Info | None, message: str, wait: float | None) ->
         return NotFoundError(message)
     if name == "RESOURCE_EXHAUSTED":
         return _exhausted(info, message, wait)
-    if name in ("INTERNAL", "DEADLINE_EXCEEDED"):
+    if name in ("INTERNAL", "DEADLINE_EXCEEDED", "CANCELLED"):
         # `DEADLINE_EXCEEDED` (504) is the server running out of time, not the client's
         # timeout (`RequestTimeoutError`): a retry may succeed. A `RetryInfo` says when.
+        # `CANCELLED` (499) that reaches the client was the server's doing, under load.
         return ServerError(message, retry_after=_retry_info(info))
     if name == "UNAVAILABLE":
         return OverloadedError(message, retry_after=_retry_info(info))
@@ -285,7 +286,7 @@ def _by_status(status: int | None, info: _Info | None, message: str, wait: float
         # An explicit `retry-after` is read for it after (`waits_as_asked`); the rate-limit
         # resets a 429 goes by say nothing of when a failed server recovers.
         return OverloadedError(message, retry_after=_retry_info(info))
-    if status >= 500:
+    if status >= 500 or status == 499:  # 499: `CANCELLED`, the server's (above)
         return ServerError(message, retry_after=_retry_info(info))
     if status == 409:
         # `ABORTED`, a conflict: asking again may succeed.
