@@ -85,6 +85,7 @@ from allama.types import Usage
 from allama.types._response import (
     CODE_EXECUTIONS,
     CODE_INTERPRETER_CALLS,
+    DECLINED_PASS_PREFIX,
     FAST_MODE,
     GROUNDED_SEARCHES,
     IMAGE_GENERATION_CALLS,
@@ -96,6 +97,7 @@ from allama.types._response import (
     PROVISIONED_THROUGHPUT,
     SAMPLING_PASSES,
     SERVER_TOOLS_FIELD,
+    UNCOUNTED_DECLINED_PASSES,
 )
 
 if TYPE_CHECKING:
@@ -352,7 +354,11 @@ def price(entries: Iterable[Charge | Cost | str], *, batch: bool = False) -> Cos
 
 
 def _price(entries: Iterable[Charge | Cost | str], batch: bool) -> Cost | str:
-    entries = list(entries)
+    entries = [
+        part
+        for entry in entries
+        for part in ((entry,) if isinstance(entry, str | Cost) else _by_model(entry))
+    ]
     known: Cost | None = None
     charged: Cost | None = None
     matched: dict[str, list[str]] = {}  # what each price data's name matched
@@ -412,6 +418,64 @@ def cost_of(
 
 
 # Pricing one charge.
+
+
+def _by_model(entry: Charge) -> tuple[Charge, ...]:
+    """`entry` as one charge for each model that ran it: the attempts Anthropic's
+    server-side fallback declined after they had output (`DECLINED_PASS_PREFIX`), each at
+    its own model's prices (in the same tier, batch, fast mode and geography), beside the
+    message's usage at the message's model; `entry` alone where it holds none."""
+    extras = entry[5] if len(entry) > 5 else None
+    if not extras or not any(key.startswith(DECLINED_PASS_PREFIX) for key in extras):
+        return (entry,)
+    provider, model, usage, at = entry[:4]
+    in_job = len(entry) > 4 and entry[4] is True
+    tier: str | None = entry[6] if len(entry) > 6 else None
+    money: Mapping[str, Any] = (entry[7] if len(entry) > 7 else None) or {}
+    own: dict[str, int] = {}
+    declined: dict[tuple[str, str], dict[str, int]] = {}
+    for key, count in extras.items():
+        parts = key.removeprefix(DECLINED_PASS_PREFIX).split(":", 2)
+        if (
+            not key.startswith(DECLINED_PASS_PREFIX)
+            or len(parts) != 3
+            or parts[1] not in _DECLINED_COUNTS
+            or not parts[2]
+        ):
+            own[key] = count  # (one not of this form has no price: the charge has no cost)
+            continue
+        index, name, pass_model = parts
+        declined.setdefault((index, pass_model), {})[name] = count
+    charges: list[Charge] = [(provider, model, usage, at, in_job, own, tier, money)]
+    if money:
+        return tuple(charges)  # what the provider said it cost is the whole bill
+    shared = {
+        key: count
+        for key, count in own.items()
+        if key == FAST_MODE or key.startswith(INFERENCE_GEO_PREFIX)
+    }
+    for (_, pass_model), counts in declined.items():
+        pass_usage = Usage(
+            input_tokens=counts.get("input_tokens", 0),
+            output_tokens=counts.get("output_tokens", 0),
+            cache_read_tokens=counts.get("cache_read_tokens"),
+            cache_write_tokens=counts.get("cache_write_tokens"),
+        )
+        writes = {key: count for key, count in counts.items() if key in _CACHE_WRITES_BY_LIFE}
+        pass_extras = {**shared, **writes}
+        charges.append((provider, pass_model, pass_usage, at, in_job, pass_extras, tier, {}))
+    return tuple(charges)
+
+
+_CACHE_WRITES_BY_LIFE = frozenset({"cache_write_1h_tokens", "cache_write_5m_tokens"})
+"""The cache writes by lifetime a declined attempt's counts may hold (`BILLED_EXTRAS`)."""
+_DECLINED_COUNTS = _CACHE_WRITES_BY_LIFE | {
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+}
+"""The counts of a declined attempt `DECLINED_PASS_PREFIX` names."""
 
 
 def _reason_before_lookup(provider: str | None, model: str | None, usage: Usage | None) -> str:
@@ -603,6 +667,10 @@ _UNPRICEABLE: Mapping[str, str] = {
     CODE_EXECUTIONS: (
         "the container time of {count} code execution runs, billed past a free quota whose "
         "use the response does not say, at prices genai-prices does not hold"
+    ),
+    UNCOUNTED_DECLINED_PASSES: (
+        "the attempts a server-side fallback declined ({count}), billed at their own "
+        "model's rates where they had output, whose token counts the usage does not give"
     ),
 }
 """What a response may be billed for that no price data allama has can price, and why:

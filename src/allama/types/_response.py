@@ -113,6 +113,16 @@ LONG_CONTEXT_PREFIX = "long_context_"
 LONG_CONTEXT_INPUT = 200_000
 """Input tokens (cached or not) above which Anthropic bills a sampling pass at its
 long-context rates (Claude Sonnet 4 and 4.5)."""
+DECLINED_PASS_PREFIX = "declined_pass:"
+"""Before `<index>:<usage name>:<model>`: a genai-prices usage count (`input_tokens`, all
+the input, cached or not; `output_tokens`; `cache_read_tokens`; `cache_write_tokens`; the
+one-hour and five-minute cache writes) of the attempt at `usage.iterations[index]` that
+Anthropic's server-side fallback declined after it had output, billed at the rates of the
+model that ran it (`<model>`), which is not the message's: priced apart, never summed into
+the `Usage` (given where the count is more than none)."""
+UNCOUNTED_DECLINED_PASSES = "uncounted_declined_passes"
+"""How many declined attempts `usage.iterations` lists without the counts that say whether
+they were billed, and for how much: their cost is unknown."""
 
 _STANDARD_GEOS = frozenset({"global", "not_available"})
 """The `inference_geo` values billed at the standard price."""
@@ -178,20 +188,27 @@ _OTHER_MODEL_PASSES = frozenset({"advisor_message"})
 sub-inferences, at the advisor's), which the top-level counts leave out too: neither summed
 into the message's counts (Anthropic's adapter) nor priced among its passes."""
 
+_FALLBACK_PASS = "fallback_message"
+"""The `usage.iterations` entry of the attempt a server-side fallback served the message
+with, in place of its `message` entry; each attempt declined before it is a `message`
+entry naming its own model."""
+
 
 def billed_passes(iterations: Any) -> list[Mapping[str, Any]] | None:
     """The sampling passes Anthropic's `usage.iterations` lists that are billed at the
-    message's model (a compaction pass, a message pass, the passes of a server tool loop);
-    `None` where it lists none, or one without its input and output counts (then the
-    top-level counts are all there is to go by). Read alike by the adapter, which sums
-    them, and by the price, which needs those over the long-context threshold."""
+    message's model (a compaction pass, a message pass, the passes of a server tool loop,
+    the attempt a server-side fallback served with; not an attempt it declined, which ran
+    another model); `None` where it lists none, or one without its input and output counts
+    (then the top-level counts are all there is to go by). Read alike by the adapter, which
+    sums them, and by the price, which needs those over the long-context threshold."""
     if not isinstance(iterations, list) or not iterations:
         return None
+    if not all(isinstance(entry, dict) for entry in iterations):
+        return None
+    served = _served_by(iterations)
     passes: list[Mapping[str, Any]] = []
     for entry in iterations:
-        if not isinstance(entry, dict):
-            return None
-        if entry.get("type") in _OTHER_MODEL_PASSES:
+        if entry.get("type") in _OTHER_MODEL_PASSES or _declined(entry, served):
             continue
         if (
             type(entry.get("input_tokens")) is not int
@@ -200,6 +217,68 @@ def billed_passes(iterations: Any) -> list[Mapping[str, Any]] | None:
             return None
         passes.append(entry)
     return passes or None
+
+
+def _served_by(iterations: list[Any]) -> str | None:
+    """The model of the attempt a server-side fallback served with (its `fallback_message`
+    entry's); `None` where no fallback served."""
+    for entry in reversed(iterations):
+        if isinstance(entry, dict) and entry.get("type") == _FALLBACK_PASS:
+            model = entry.get("model")
+            return model if isinstance(model, str) and model else None
+    return None
+
+
+def _declined(entry: Mapping[str, Any], served: str | None) -> bool:
+    """Whether `entry` is an attempt a server-side fallback declined: one naming a model
+    other than the one that served (a compaction pass names none)."""
+    model = entry.get("model")
+    return (
+        served is not None
+        and entry.get("type") not in _OTHER_MODEL_PASSES
+        and isinstance(model, str)
+        and model != served
+    )
+
+
+def _declined_passes(iterations: Any) -> dict[str, int]:
+    """What the attempts a server-side fallback declined were billed, each at its own
+    model's rates (`DECLINED_PASS_PREFIX`): one declined before any output is not billed;
+    one without the counts that say so has no known cost (`UNCOUNTED_DECLINED_PASSES`)."""
+    if not isinstance(iterations, list):
+        return {}
+    served = _served_by(iterations)
+    found: dict[str, int] = {}
+    uncounted = 0
+    for index, entry in enumerate(iterations):
+        if not isinstance(entry, dict) or not _declined(entry, served):
+            continue
+        output, uncached = entry.get("output_tokens"), entry.get("input_tokens")
+        if type(output) is int and output == 0:
+            continue  # declined before any output: not billed
+        if type(output) is not int or type(uncached) is not int:
+            uncounted += 1
+            continue
+        counts = {ours: entry.get(theirs) for theirs, ours in _PASS_COUNTS.items()}
+        counted = {key: count if type(count) is int else 0 for key, count in counts.items()}
+        # All its input, as genai-prices counts it: Anthropic's leaves the cached out.
+        counted["input_tokens"] += counted["cache_read_tokens"] + counted["cache_write_tokens"]
+        split = entry.get("cache_creation")
+        if isinstance(split, dict):
+            for theirs, ours in _ANTHROPIC_CACHE_WRITES:
+                count = split.get(theirs)
+                counted[ours] = count if type(count) is int else 0
+            if counted["cache_write_1h_tokens"] <= 0:  # five-minute ones: the plain price
+                counted.pop("cache_write_5m_tokens")
+        model = entry["model"]
+        found.update(
+            (f"{DECLINED_PASS_PREFIX}{index}:{name}:{model}", count)
+            for name, count in counted.items()
+            if count > 0
+        )
+    if uncounted:
+        found[UNCOUNTED_DECLINED_PASSES] = uncounted
+    return found
 
 
 _MODALITY_TOKENS: Mapping[str, frozenset[str]] = {
@@ -227,10 +306,11 @@ def billed_extras(provider_data: Mapping[str, Mapping[str, Any]]) -> dict[str, i
     (`MEDIA_TOKENS_KEY`), Anthropic's web searches, its one-hour cache writes (five-minute
     ones are the plain cache-write price, so they matter only beside one-hour ones), its
     fast mode, its inference geography, its code execution (`CODE_EXECUTIONS`, counted
-    from the server blocks kept) and its sampling passes over the long-context threshold
-    (`SAMPLING_PASSES`), the Responses API's web searches, file searches, code interpreter
-    and image generation calls, and Gemini's grounding: each a charge its cost prices, or
-    has no cost for, never one it counts free."""
+    from the server blocks kept), its sampling passes over the long-context threshold
+    (`SAMPLING_PASSES`) and the attempts its server-side fallback declined after they had
+    output (`DECLINED_PASS_PREFIX`), the Responses API's web searches, file searches, code
+    interpreter and image generation calls, and Gemini's grounding: each a charge its cost
+    prices, or has no cost for, never one it counts free."""
     extras: dict[str, int] = {}
     for kept in provider_data.values():
         for key, names in _MODALITY_TOKENS.items():
@@ -275,6 +355,7 @@ def billed_extras(provider_data: Mapping[str, Mapping[str, Any]]) -> dict[str, i
     iterations = details.get("iterations")
     if iterations is not None:
         extras.update(_long_context_passes(iterations))
+        extras.update(_declined_passes(iterations))
     return extras or None
 
 

@@ -18,7 +18,9 @@ block's position in `ChatResponse.content`. Token counts follow allama's meaning
 `input_tokens` is all the input, cached or not, which Anthropic splits in three. Where usage
 lists its sampling passes (`usage.iterations`: a compaction pass, the passes of a server
 tool loop), the counts are their sum, which is what is billed (the top-level counts leave
-out a compaction pass). What usage says beyond the counts that changes the bill
+out a compaction pass); the passes of another model are not summed in (an advisor's, an
+attempt a server-side fallback declined: the counts are the attempt's that served), but
+priced apart where billed. What usage says beyond the counts that changes the bill
 (`server_tool_use`, `cache_creation` by cache lifetime, `service_tier`, `speed`,
 `inference_geo`, `iterations`) is kept verbatim under
 `provider_data["anthropic"]["usage_details"]`.
@@ -148,7 +150,8 @@ def usage_of(usage: Mapping[str, Any]) -> Usage:
     """Token counts by allama's names. Anthropic's `input_tokens` leaves out the cached input
     (read or written), which allama's includes; a count not reported stays `None`. Where
     `usage.iterations` lists the sampling passes, each count is their sum (the top-level
-    counts leave out a compaction pass)."""
+    counts leave out a compaction pass), over those of the message's model alone
+    (`billed_passes`: not an attempt a server-side fallback declined)."""
     passes = billed_passes(usage.get("iterations")) if "iterations" in usage else None
     if passes is None:
         uncached = _count(usage.get("input_tokens"))
