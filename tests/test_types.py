@@ -755,7 +755,7 @@ def test_response_repr_withholds_text() -> None:
         provider="p",
     )
     assert repr(response) == (
-        "ChatResponse(provider='p', model='m', blocks=[text, refusal, reasoning], "
+        "ChatResponse(provider='p', model='m', content=[text, refusal, reasoning], "
         "finish_reason=FinishReason('stop'), usage=Usage(input_tokens=1, output_tokens=None, "
         "reasoning_tokens=None, cache_read_tokens=None, cache_write_tokens=None), warnings=0)"
     )

@@ -498,7 +498,7 @@ class ChatResponse(Data):
     def __repr__(self) -> str:
         kinds = ", ".join(block.type for block in self.content)
         return (
-            f"ChatResponse(provider={self.provider!r}, model={self.model!r}, blocks=[{kinds}], "
+            f"ChatResponse(provider={self.provider!r}, model={self.model!r}, content=[{kinds}], "
             f"finish_reason={self.finish_reason!r}, usage={self.usage!r}, "
             f"warnings={len(self.warnings)})"
         )
