@@ -7,10 +7,11 @@ field cannot be sent, never what was done instead (nothing was sent); the warnin
 `WARN` keeps both. A data URL's scheme and `base64` token are case-insensitive, and so is
 a part's own media type, read without its parameters (a text/plain charset decoded).
 Anthropic's thinking rules hold for thinking, a forced `tool_choice` and sampling fields
-given through the `anthropic` body option too. A turn that goes back whole (paused, or its
-code execution waiting on tool calls) goes back with its server tool blocks and container
-only to the provider that issued it, as its signed thinking does; elsewhere they are left
-out with a warning.
+given through the `anthropic` body option too, and its `max_tokens`, thinking budget and
+forced `tool_choice` go under the rules of the request's own. A turn that goes back whole
+(paused, or its code execution waiting on tool calls) goes back with its server tool
+blocks and container only to the provider that issued it, as its signed thinking does;
+elsewhere they are left out with a warning.
 """
 
 from __future__ import annotations
@@ -1013,3 +1014,289 @@ def test_the_span_shows_the_output_limit_sent() -> None:
     assert server.bodies[0]["max_tokens"] == 64_000
     (span,) = exporter.get_finished_spans()
     assert (span.attributes or {})["gen_ai.request.max_tokens"] == 64_000
+
+
+# The body option's max_tokens, thinking and tool_choice under the rules of the request's own
+
+
+def _budget_warning(asked: int, limit: int, fitted: int) -> tuple[WarningKind, Any, str]:
+    return (
+        WarningKind.UNSUPPORTED,
+        RequestField.OPTIONS,
+        f"`thinking.budget_tokens` of the body option `anthropic` ({asked}) is not below "
+        f"`max_tokens` ({limit}), and Anthropic takes a thinking budget only below it; "
+        f"{fitted} was sent in place of {asked}",
+    )
+
+
+def test_the_options_max_tokens_fits_the_budget_reasoning_effort_gives() -> None:
+    """Anthropic answers 400 to a budget not below `max_tokens`: the option's own limit is
+    the one sent, so the budget fits below it, as below the request's."""
+    request = (
+        ChatRequest(MODEL)
+        .user("hi")
+        .with_reasoning_effort(ReasoningEffort.HIGH)
+        .with_option_json("anthropic", {"max_tokens": 2000})
+    )
+    body, warnings = _anthropic(request)
+    assert body["max_tokens"] == 2000
+    assert body["thinking"] == {"type": "enabled", "budget_tokens": 1999}
+    assert _said(warnings) == [
+        (
+            WarningKind.APPROXIMATED,
+            RequestField.REASONING_EFFORT,
+            "the thinking budget for `high` was lowered to 1999 tokens, below `max_tokens` (2000)",
+        )
+    ]
+    body, warnings = _anthropic(request.with_option_json("anthropic", {"max_tokens": 1000}))
+    assert (body["max_tokens"], "thinking" in body) == (1000, False)
+    assert _said(warnings) == [
+        (
+            WarningKind.UNSUPPORTED,
+            RequestField.REASONING_EFFORT,
+            "Anthropic needs a thinking budget of at least 1024 tokens below `max_tokens` "
+            "(1000); thinking was left off",
+        )
+    ]
+
+
+@pytest.mark.parametrize(
+    ("model", "asked", "budget", "sent", "before"),
+    [
+        # The request's limit lowered to the family's: the budget goes below that.
+        (
+            "claude-opus-4-1-20250805",
+            60_000,
+            40_000,
+            32_000,
+            [_limit_warning("claude-opus-4-1-20250805", 32_000, 60_000)],
+        ),
+        ("claude-sonnet-4-5", 4000, 8000, 4000, []),
+        # The limit allama fills in stops at the family's.
+        ("claude-sonnet-4-5", None, 70_000, 64_000, []),
+    ],
+)
+def test_the_options_thinking_budget_goes_below_the_max_tokens_sent(
+    model: str, asked: int | None, budget: int, sent: int, before: list[Any]
+) -> None:
+    request = ChatRequest(model).user("hi")
+    if asked is not None:
+        request = request.with_max_output_tokens(asked)
+    thinking = {"type": "enabled", "budget_tokens": budget, "display": "omitted"}
+    request = request.with_option_json("anthropic", {"thinking": thinking})
+    body, warnings = _anthropic(request)
+    assert body["max_tokens"] == sent
+    assert body["thinking"] == {**thinking, "budget_tokens": sent - 1}
+    assert _said(warnings) == [*before, _budget_warning(budget, sent, sent - 1)]
+
+
+def test_under_error_the_options_thinking_budget_over_max_tokens_is_refused_unsent() -> None:
+    target, server = provider("anthropic", (200, EXTRACTED))
+    request = (
+        ChatRequest(MODEL)
+        .user("hi")
+        .with_max_output_tokens(4000)
+        .with_option_json("anthropic", {"thinking": {"type": "enabled", "budget_tokens": 8000}})
+        .with_unsupported_policy(UnsupportedPolicy.ERROR)
+    )
+    with pytest.raises(UnsupportedError) as raised:
+        target.chat(request)
+    assert str(raised.value) == (
+        "cannot send `options`: `thinking.budget_tokens` of the body option `anthropic` (8000) "
+        "is not below `max_tokens` (4000), and Anthropic takes a thinking budget only below it"
+    )
+    assert server.bodies == []
+
+
+def test_the_options_thinking_is_not_sent_where_no_budget_fits_below_max_tokens() -> None:
+    request = (
+        ChatRequest(MODEL)
+        .user("hi")
+        .with_max_output_tokens(1000)
+        .with_option_json("anthropic", {"thinking": {"type": "enabled", "budget_tokens": 2000}})
+    )
+    body, warnings = _anthropic(request)
+    assert (body["max_tokens"], "thinking" in body) == (1000, False)
+    assert _said(warnings) == [
+        (
+            WarningKind.UNSUPPORTED,
+            RequestField.OPTIONS,
+            "`thinking.budget_tokens` of the body option `anthropic` (2000) is not below "
+            "`max_tokens` (1000), and Anthropic needs a thinking budget of at least 1024 "
+            "tokens below it; `thinking` was not sent",
+        )
+    ]
+
+
+def test_a_budget_over_max_tokens_goes_as_given_under_interleaved_thinking_or_its_own_limit() -> (
+    None
+):
+    """Interleaved thinking counts the budget over the whole turn, so it may exceed
+    `max_tokens`; the option's own limit beside its own budget is the caller's pair."""
+    thinking = {"type": "enabled", "budget_tokens": 8000}
+    request = (
+        ChatRequest(MODEL)
+        .user("hi")
+        .with_max_output_tokens(4000)
+        .with_option_json("anthropic", {"thinking": thinking})
+    )
+    beta = {"anthropic-beta": "output-128k-2025-02-19, interleaved-thinking-2025-05-14"}
+    target = allama.provider("anthropic", api_key=KEY, headers=beta)
+    http, warnings = target._prepare(request, stream=False)
+    assert (http.body["max_tokens"], http.body["thinking"], warnings) == (4000, thinking, [])
+    own = (
+        ChatRequest(MODEL)
+        .user("hi")
+        .with_option_json("anthropic", {"thinking": thinking, "max_tokens": 4000})
+    )
+    for policy in (UnsupportedPolicy.WARN, UnsupportedPolicy.ERROR):
+        body, warnings = _anthropic(own.with_unsupported_policy(policy))
+        assert (body["max_tokens"], body["thinking"]) == (4000, thinking)
+        assert _said(warnings) == [
+            (
+                WarningKind.UNSUPPORTED,
+                RequestField.OPTIONS,
+                "`thinking.budget_tokens` of the body option `anthropic` (8000) is not below "
+                "the option's own `max_tokens` (4000), and Anthropic takes a thinking budget "
+                "only below it; both were sent as given",
+            )
+        ]
+
+
+def _span_of(request: ChatRequest) -> tuple[dict[str, Any], dict[str, Any]]:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    tracing = TracerProvider()
+    tracing.add_span_processor(SimpleSpanProcessor(exporter))
+    answer = {
+        **EXTRACTED,
+        "content": [{"type": "text", "text": "ok"}],
+        "stop_reason": "end_turn",
+    }
+    target, server = provider("anthropic", (200, answer), tracer_provider=tracing)
+    target.chat(request)
+    (span,) = exporter.get_finished_spans()
+    return server.bodies[0], dict(span.attributes or {})
+
+
+def test_the_options_thinking_in_place_of_the_reasoning_effort_is_said_and_not_on_the_span() -> (
+    None
+):
+    request = (
+        ChatRequest(MODEL)
+        .user("hi")
+        .with_reasoning_effort(ReasoningEffort.HIGH)
+        .with_option_json("anthropic", {"thinking": {"type": "disabled"}, "temperature": 0.2})
+    )
+    body, warnings = _anthropic(request)
+    assert (body["thinking"], body["temperature"]) == ({"type": "disabled"}, 0.2)
+    assert _said(warnings) == [
+        (
+            WarningKind.UNSUPPORTED,
+            RequestField.REASONING_EFFORT,
+            '`thinking` of the body option `anthropic` ({"type":"disabled"}) was sent in place '
+            "of the request's reasoning effort (`high`)",
+        )
+    ]
+    sent, attributes = _span_of(request)
+    assert sent["thinking"] == {"type": "disabled"}
+    assert "gen_ai.request.reasoning.level" not in attributes
+    assert attributes["gen_ai.request.temperature"] == 0.2
+    # The thinking the effort asks, through the option: nothing replaced, nothing said.
+    same = ChatRequest(MODEL).user("hi").with_reasoning_effort(ReasoningEffort.LOW)
+    same = same.with_option_json("anthropic", {"thinking": THINK})
+    assert _anthropic(same)[1] == []
+    assert _span_of(same)[1]["gen_ai.request.reasoning.level"] == "low"
+    # Thinking off either way is the same.
+    off = ChatRequest(MODEL).user("hi").with_reasoning_effort(ReasoningEffort.NONE)
+    assert (
+        _anthropic(off.with_option_json("anthropic", {"thinking": {"type": "disabled"}}))[1] == []
+    )
+
+
+def test_the_options_effort_in_place_of_the_reasoning_effort_is_said() -> None:
+    request = (
+        ChatRequest("claude-sonnet-4-6")
+        .user("hi")
+        .with_reasoning_effort(ReasoningEffort.HIGH)
+        .with_option_json("anthropic", {"output_config": {"effort": "low"}})
+    )
+    body, warnings = _anthropic(request)
+    assert (body["thinking"], body["output_config"]) == ({"type": "adaptive"}, {"effort": "low"})
+    assert _said(warnings) == [
+        (
+            WarningKind.UNSUPPORTED,
+            RequestField.REASONING_EFFORT,
+            '`output_config.effort` of the body option `anthropic` ("low") was sent in place '
+            "of the request's reasoning effort (`high`)",
+        )
+    ]
+
+
+FORCE_ANY = {"tool_choice": {"type": "any"}}
+ANY_UNFORCED = (
+    '`tool_choice` of the body option `anthropic` ({"type":"any"}) forces a tool call, and '
+    "`claude-opus-5-5` on Anthropic cannot be forced to call a tool"
+)
+
+
+def test_the_options_forced_choice_is_not_sent_to_a_family_that_cannot_be_forced() -> None:
+    request = ChatRequest("claude-opus-5-5").user("hi").with_tools([TOOL])
+    body, warnings = _anthropic(request.with_option_json("anthropic", FORCE_ANY))
+    assert "tool_choice" not in body
+    assert _said(warnings) == [
+        (WarningKind.UNSUPPORTED, RequestField.OPTIONS, f"{ANY_UNFORCED}; it was not sent")
+    ]
+    # Beside the request's own forced choice, each is said; the request's goes as `auto`.
+    both = request.with_tool_choice(ToolChoice.required()).with_option_json("anthropic", FORCE_ANY)
+    body, warnings = _anthropic(both)
+    assert body["tool_choice"] == {"type": "auto"}
+    assert _said(warnings) == [
+        (WarningKind.UNSUPPORTED, RequestField.OPTIONS, f"{ANY_UNFORCED}; it was not sent"),
+        (
+            WarningKind.UNSUPPORTED,
+            RequestField.TOOL_CHOICE,
+            "`claude-opus-5-5` on Anthropic cannot be forced to call a tool; `auto` was sent "
+            "instead",
+        ),
+    ]
+    target, server = provider("anthropic", (200, EXTRACTED))
+    with pytest.raises(UnsupportedError) as raised:
+        target.chat(
+            request.with_option_json("anthropic", FORCE_ANY).with_unsupported_policy(
+                UnsupportedPolicy.ERROR
+            )
+        )
+    assert str(raised.value) == f"cannot send `options`: {ANY_UNFORCED}"
+    assert server.bodies == []
+
+
+def test_the_options_forced_choice_without_tools_forces_nothing() -> None:
+    """No tool is forced without tools: the effort's thinking is sent, not left off for a
+    forced tool there is none of."""
+    request = (
+        ChatRequest(MODEL)
+        .user("hi")
+        .with_reasoning_effort(ReasoningEffort.LOW)
+        .with_option_json("anthropic", FORCE_ANY)
+    )
+    body, warnings = _anthropic(request)
+    assert "tool_choice" not in body
+    assert body["thinking"] == THINK
+    assert _said(warnings) == [
+        (
+            WarningKind.UNSUPPORTED,
+            RequestField.OPTIONS,
+            '`tool_choice` of the body option `anthropic` ({"type":"any"}) forces a tool '
+            "call, and the request gives no tools to call; it was not sent",
+        )
+    ]
+    # The option's own tools are tools: the choice goes, and thinking is left off.
+    server_tool = {"type": "web_search_20250305", "name": "web_search"}
+    body, _ = _anthropic(
+        request.with_option_json("anthropic", {**FORCE_ANY, "tools": [server_tool]})
+    )
+    assert (body["tool_choice"], "thinking" in body) == ({"type": "any"}, False)

@@ -88,7 +88,13 @@ is not sent where it differs from the call's (`chat` reads no stream), with a wa
 `options`; nor, with a warning on `options`, is its `thinking` beside a tool call allama
 forces, or its `temperature`, `top_k` or `top_p` beside the thinking `reasoning_effort`
 turns on (Anthropic refuses either pair; the option's own pair goes with a warning). Its
-thinking budget is counted in the `max_tokens` allama fills in."""
+`tool_choice` forcing a call is not sent without tools, or to a family that cannot be
+forced, with a warning on `options`. Its thinking budget is counted in the `max_tokens`
+allama fills in, and lowered below the request's (or the family's limit), with a warning
+on `options`, unless an `interleaved-thinking-*` beta lets it exceed `max_tokens`; below
+the option's own `max_tokens` fits the budget `reasoning_effort` gives. Its `thinking` or
+`output_config.effort` in place of what `reasoning_effort` asks goes with a warning on
+`reasoning_effort`."""
 
 DEFAULT_MAX_TOKENS = 16_384
 """`max_tokens` when the request sets none (Anthropic requires it): this, or the family's
@@ -141,25 +147,47 @@ class _Encoder:
         extra = request.option_json(BODY_OPTION)
         self.option: dict[str, Any] = extra if isinstance(extra, dict) else {}
         self.withheld: set[str] = set()  # the option's fields not sent: Anthropic would refuse
-        choice = request.tool_choice
-        # Whether the body forces a tool call: the option's `tool_choice` goes in place of
-        # allama's, which is not sent without tools, nor forced where the family cannot be.
-        if "tool_choice" in self.option:
-            self.forces_tool = _forces(self.option["tool_choice"])
-        else:
-            self.forces_tool = (
-                choice is not None
-                and choice.mode in ("required", "tool")
-                and gives_tools(request, BODY_OPTION)
-                and family.forced_tool is not CapabilitySupport.UNSUPPORTED
-            )
+        self.fitted: dict[str, Any] = {}  # the option's fields sent otherwise, with a warning
+        betas = _betas(headers or {})
+        self.longer_output = any(_LONGER_OUTPUT.fullmatch(beta) for beta in betas)
+        # Interleaved thinking counts the budget over the turn: it may exceed `max_tokens`.
+        self.interleaved = any(_INTERLEAVED.fullmatch(beta) for beta in betas)
+        self.forces_tool = self.forcing()
         self.optional = 0
         self.unions = 0
         self.resuming: AssistantMessage | None = None  # the last paused turn sent back whole
         self.paused_last = False  # the conversation ends in that turn
         self.container: str | None = None  # the container the last turn's code waits in
         self.as_sent: dict[str, Any] = {}  # settings sent otherwise than the request gives
-        self.longer_output = _longer_output(headers or {})  # a beta raises the output limit
+
+    def forcing(self) -> bool:
+        """Whether the body forces a tool call. The option's `tool_choice` goes in place of
+        allama's, under the rules of the request's own: neither is sent forcing a call
+        without tools given, nor where the family cannot be forced (allama's goes as `auto`
+        there; the option's is not sent, with a warning on `options`, refused under
+        `UnsupportedPolicy.ERROR`), so neither then counts as forcing one."""
+        request = self.request
+        tools = gives_tools(request, BODY_OPTION)
+        unforced = self.family.forced_tool is CapabilitySupport.UNSUPPORTED
+        if "tool_choice" in self.option:
+            theirs = self.option["tool_choice"]
+            if not _forces(theirs):
+                return False
+            if tools and not unforced:
+                return True
+            why = (
+                f"{self.where} cannot be forced to call a tool"
+                if unforced
+                else "the request gives no tools to call"
+            )
+            self.degradations.refuse(
+                RequestField.OPTIONS,
+                f"{_option_field('tool_choice')} ({_json(theirs)}) forces a tool call, and {why}",
+                instead="it was not sent",
+            )
+            self.withheld.add("tool_choice")
+        choice = request.tool_choice
+        return choice is not None and choice.mode in ("required", "tool") and tools and not unforced
 
     # Messages
 
@@ -851,7 +879,7 @@ class _Encoder:
         if self.forces_tool:
             display = self.profile.display_name
             what = f"{_option_field('thinking')} ({_json(theirs)})"
-            if "tool_choice" in self.option:
+            if self.sends("tool_choice"):
                 self.degradations.warn(
                     Warning.unsupported(
                         RequestField.OPTIONS,
@@ -869,7 +897,50 @@ class _Encoder:
                 self.withheld.add("thinking")
                 return _thinks(ours), budget
         spent = theirs.get("budget_tokens") if theirs["type"] == "enabled" else None
-        return True, spent if isinstance(spent, int) and not isinstance(spent, bool) else 0
+        return True, spent if _count(spent) else 0
+
+    def option_budget(self, max_tokens: int, ours: dict[str, Any] | None, thinks: bool) -> bool:
+        """Whether the body thinks, once the body option's thinking budget is fitted below
+        `max_tokens` (Anthropic answers 400 to a budget not below it, unless interleaved
+        thinking is on): lowered to fit, with a warning on `options` (refused under
+        `UnsupportedPolicy.ERROR`), as `reasoning_effort`'s is; not sent where no budget of
+        1024 tokens fits, allama's own thinking (`ours`) going instead. Beside the option's
+        own `max_tokens` both are sent as given, with a warning: both are the caller's."""
+        if not self.sends("thinking") or self.interleaved:
+            return thinks
+        theirs = self.option["thinking"]
+        asked = theirs.get("budget_tokens") if _thinks(theirs) else None
+        if not _count(asked) or asked < max_tokens:
+            return thinks
+        what = f"{_option_field('thinking.budget_tokens')} ({asked})"
+        display = self.profile.display_name
+        if self.sends("max_tokens"):
+            self.degradations.warn(
+                Warning.unsupported(
+                    RequestField.OPTIONS,
+                    f"{what} is not below the option's own `max_tokens` ({max_tokens}), and "
+                    f"{display} takes a thinking budget only below it; both were sent as given",
+                )
+            )
+            return thinks
+        fitted = max_tokens - 1
+        if fitted < THINKING_BUDGETS["minimal"]:
+            self.degradations.refuse(
+                RequestField.OPTIONS,
+                f"{what} is not below `max_tokens` ({max_tokens}), and {display} needs a "
+                f"thinking budget of at least 1024 tokens below it",
+                instead="`thinking` was not sent",
+            )
+            self.withheld.add("thinking")
+            return _thinks(ours)
+        self.degradations.refuse(
+            RequestField.OPTIONS,
+            f"{what} is not below `max_tokens` ({max_tokens}), and {display} takes a thinking "
+            "budget only below it",
+            instead=f"{fitted} was sent in place of {asked}",
+        )
+        self.fitted["thinking"] = {**theirs, "budget_tokens": fitted}
+        return thinks
 
     def option_sampling(self, thinks: bool) -> None:
         """Check the body option's sampling fields against thinking (Anthropic answers 400
@@ -968,11 +1039,16 @@ class _Encoder:
             # (A tool's own warnings are said again where its strict ones were not kept.)
             tools = [self.plain(tool, self.degradations) for tool in self.request.tools]
         max_tokens = self.output_limit()
-        thinking, effort, budget = self.thinking(max_tokens, _unsigned_tool_turn(messages))
+        theirs = self.option.get("max_tokens") if self.sends("max_tokens") else None
+        # The budget `reasoning_effort` gives fits below the `max_tokens` sent: the option's
+        # own, where it gives one.
+        ceiling = theirs if _count(theirs) else max_tokens
+        thinking, effort, budget = self.thinking(ceiling, _unsigned_tool_turn(messages))
         thinks, budget = self.option_thinking(thinking, budget)
         if max_tokens is None:
             # Above the option's own budget too: Anthropic needs `budget_tokens` below it.
             max_tokens = min(family.max_output, DEFAULT_MAX_TOKENS + budget)
+        thinks = self.option_budget(theirs if _count(theirs) else max_tokens, thinking, thinks)
         self.prefill(messages, constrained=output is not None, thinking=thinks)
         if not messages:
             # Anthropic answers 400 ("at least one message is required"): system
@@ -1023,7 +1099,11 @@ class _Encoder:
             body["container"] = self.container
         if self.stream:
             body["stream"] = True
-        extra = {k: v for k, v in self.option.items() if k not in self.withheld}
+        extra = {
+            key: self.fitted.get(key, value)
+            for key, value in self.option.items()
+            if key not in self.withheld
+        }
         given: dict[str, Any] = {}
         if self.option:
             given = option_fields(
@@ -1038,6 +1118,7 @@ class _Encoder:
                 else:
                     body[key] = value
             self.option_replaced(body, output, choice)
+            self.effort_replaced(body, thinking, effort)
         if request.max_output_tokens != max_tokens:  # filled in (Anthropic requires one), or
             given = {**given, "max_tokens": body.get("max_tokens")}  # lowered to the family's
         if given:
@@ -1060,6 +1141,34 @@ class _Encoder:
             theirs = body.get("tool_choice")
             if theirs != choice:
                 self.warn_replaced(RequestField.TOOL_CHOICE, "tool_choice", theirs)
+
+    def effort_replaced(
+        self, body: dict[str, Any], thinking: dict[str, Any] | None, effort: str | None
+    ) -> None:
+        """Say where the body option's own `thinking` or `output_config.effort` went in place
+        of what the request's `reasoning_effort` asks (the caller's wins), as for a response
+        format or tool choice: the warning on `reasoning_effort` keeps the level off the
+        call's span, since it was not what was sent. Thinking off either way (`disabled`,
+        or none sent) is the same."""
+        asked = self.request.reasoning_effort
+        if asked is None:
+            return
+        said = f"was sent in place of the request's reasoning effort (`{asked}`)"
+        if self.sends("thinking"):
+            sent = body.get("thinking")
+            if sent != thinking and (_thinks(sent) or _thinks(thinking)):
+                what = f"{_option_field('thinking')} ({_json(sent)})"
+                self.degradations.warn(
+                    Warning.unsupported(RequestField.REASONING_EFFORT, f"{what} {said}")
+                )
+        config = body.get("output_config")
+        sent = config.get("effort") if isinstance(config, dict) else config
+        if effort is not None and sent != effort:
+            where = "output_config.effort" if isinstance(config, dict) else "output_config"
+            what = f"{_option_field(where)} ({_json(sent)})"
+            self.degradations.warn(
+                Warning.unsupported(RequestField.REASONING_EFFORT, f"{what} {said}")
+            )
 
     def warn_replaced(self, field: RequestField, where: str, theirs: Any) -> None:
         what = f"`{where}` of the body option `{BODY_OPTION}`"
@@ -1134,16 +1243,19 @@ def _unsigned_tool_turn(messages: list[dict[str, Any]]) -> bool:
 _LONGER_OUTPUT = re.compile(r"output-\d+k-\d{4}-\d{2}-\d{2}")
 """An `anthropic-beta` that raises a family's output limit (`output-128k-2025-02-19`)."""
 
+_INTERLEAVED = re.compile(r"interleaved-thinking-\d{4}-\d{2}-\d{2}")
+"""An `anthropic-beta` under which a thinking budget may exceed `max_tokens`
+(`interleaved-thinking-2025-05-14`): it counts thinking over the whole turn."""
 
-def _longer_output(headers: Mapping[str, str]) -> bool:
-    """Whether `headers` opt into a beta that raises the output limit (`anthropic-beta`
-    lists betas separated by commas)."""
-    return any(
-        _LONGER_OUTPUT.fullmatch(beta.strip())
+
+def _betas(headers: Mapping[str, str]) -> list[str]:
+    """The betas `headers` opt into (`anthropic-beta` lists them separated by commas)."""
+    return [
+        beta.strip()
         for name, value in headers.items()
         if name.lower() == "anthropic-beta"
         for beta in value.split(",")
-    )
+    ]
 
 
 def _named(tool: ToolDefinition, schema: dict[str, Any]) -> dict[str, Any]:
@@ -1157,6 +1269,12 @@ def _named(tool: ToolDefinition, schema: dict[str, Any]) -> dict[str, Any]:
 def _thinks(thinking: object) -> bool:
     """Whether a body's `thinking` turns thinking on (`enabled` or `adaptive`)."""
     return isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive")
+
+
+def _count(value: object) -> TypeGuard[int]:
+    """Whether a body's token count is an integer (a value of another type is Anthropic's
+    to answer)."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _forces(choice: object) -> bool:
