@@ -24,6 +24,13 @@
 9. A paused Anthropic turn's server tool blocks, left out, are said to be.
 10. A schema sent in words to a family with JSON mode alone: its refusal says where the
     words went (first in the input, or into the instructions).
+11. A reasoning effort asks for no reasoning summary (OpenAI answers 400 to one from an
+    organization it has not verified); the body option asks for one beside the effort.
+12. xAI's grok-code-fast reasons, as Grok 4 does, and takes no effort: its encrypted
+    reasoning is asked for and goes back on the next turn.
+13. A stray stream event (an empty delta after its item finished, a part added before its
+    item) is passed over, so the completed response and its usage are read; a stray one
+    with text is raised after the terminal event's usage, as disagreeing deltas are.
 """
 
 from __future__ import annotations
@@ -47,7 +54,7 @@ from allama._degradations import Degradations
 from allama.adapters.openai_responses._decode import decode_object
 from allama.adapters.openai_responses._encode import encode_request
 from allama.adapters.openai_responses._sse import ResponsesStreamDecoder, decode_stream
-from allama.errors import UnsupportedError
+from allama.errors import InvalidRequestError, StreamDecodeError, UnsupportedError
 from allama.stream import StreamCollector
 from allama.transport import Transport
 from allama.types import (
@@ -59,12 +66,14 @@ from allama.types import (
     FieldSubject,
     Finish,
     FinishReason,
+    Reasoning,
     ReasoningEffort,
     RequestField,
     ResponseFormat,
     ResponseStart,
     StreamBlockType,
     StreamEvent,
+    TextDelta,
     ToolCall,
     ToolCallDelta,
     ToolChoice,
@@ -147,9 +156,10 @@ def prepared(preset: str, request: ChatRequest, **options: Any) -> tuple[dict[st
 @pytest.mark.parametrize("api", ["chat", "responses"])
 def test_grok_4_reasoning_models_reason_and_non_reasoning_ones_do_not(api: str) -> None:
     xai = allama.provider("xai", api=api, api_key="xai-test-123456")
-    for model in (*GROK_4_REASONING, "grok-4.3", "grok-3-mini"):
+    # grok-code-fast reasons too (section 12): it was taken for a model that does not.
+    for model in (*GROK_4_REASONING, "grok-4.3", "grok-3-mini", "grok-code-fast-1"):
         assert xai.chat_capability(model, ChatCapability.REASONING) is S, model
-    for model in (*GROK_4_NON_REASONING, "grok-code-fast-1", "grok-3"):
+    for model in (*GROK_4_NON_REASONING, "grok-3"):
         assert xai.chat_capability(model, ChatCapability.REASONING) is N, model
 
 
@@ -1054,3 +1064,333 @@ def test_a_schema_in_words_with_the_instructions_is_said_to_be_there() -> None:
     assert sent[0]["instructions"] == f"Be brief.\n\n{SCHEMA_NOTE}"
     assert sent[0]["input"] == [{"role": "user", "content": "Hi, in JSON"}]
     assert [w.message for w in out.warnings] == [AS_JSON_OBJECT + "into the instructions"]
+
+
+# 11. No reasoning summary unless the caller asks for one
+
+UNVERIFIED = (
+    "Your organization must be verified to generate reasoning summaries. Please go to: "
+    "https://platform.openai.com/settings/organization/general and click on Verify "
+    "Organization. If you just verified, it can take up to 15 minutes for access to propagate."
+)
+SUMMARY_ITEM = {**REASONING_ITEM, "id": "rs_o1", "encrypted_content": "ENCRYPTED-BY-OPENAI"}
+
+
+def unverified_openai(*output: dict[str, Any]) -> tuple[Any, list[dict[str, Any]]]:
+    """OpenAI's Responses API for an organization it has not verified: 400 to any
+    `reasoning.summary`, else the answer `output`."""
+    sent: list[dict[str, Any]] = []
+
+    def handler(http: httpx2.Request) -> httpx2.Response:
+        body = json.loads(http.read())
+        sent.append(body)
+        if "summary" in (body.get("reasoning") or {}):
+            error = {
+                "message": UNVERIFIED,
+                "type": "invalid_request_error",
+                "param": "reasoning.summary",
+                "code": "unsupported_value",
+            }
+            return httpx2.Response(400, json={"error": error})
+        if body.get("stream"):
+            return httpx2.Response(
+                200,
+                content=stream_of(answer(body["model"], *output)[1]),
+                headers={"content-type": "text/event-stream"},
+            )
+        return httpx2.Response(200, json=answer(body["model"], *output)[1])
+
+    transport = Transport(
+        client=httpx2.Client(transport=httpx2.MockTransport(handler)),
+        async_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handler)),
+    )
+    made = allama.provider(
+        "openai", api="responses", api_key="sk-test-unverified-1234", transport=transport
+    )
+    return made, sent
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_an_effort_asks_for_no_summary_and_reasoning_goes_back_without_one(
+    streamed: bool,
+) -> None:
+    made, sent = unverified_openai(SUMMARY_ITEM, CALL_ITEM)
+    request = (
+        ChatRequest("gpt-5-mini")
+        .user("Weather in Paris?")
+        .with_tools([WEATHER])
+        .with_reasoning_effort(ReasoningEffort.LOW)
+    )
+    if streamed:
+        with made.chat_stream(request) as stream:
+            for _ in stream:
+                pass
+            first = stream.response()
+    else:
+        first = made.chat(request)
+    assert sent[0]["reasoning"] == {"effort": "low"}
+    assert sent[0]["include"] == ["reasoning.encrypted_content"]
+    assert first.usage == allama.Usage(input_tokens=10, output_tokens=50, reasoning_tokens=40)
+    # A reasoning item without a summary is a block with no text, its encrypted content kept.
+    [reasoning] = [block for block in first.content if isinstance(block, Reasoning)]
+    assert (reasoning.text, reasoning.signature, reasoning.encrypted_content) == (
+        "",
+        "rs_o1",
+        "ENCRYPTED-BY-OPENAI",
+    )
+    [call] = [block for block in first.content if isinstance(block, ToolCall)]
+    second = made.chat(request.push(first.to_assistant_message()).tool_result(call, "sunny"))
+    assert sent[1]["input"][1] == {
+        "type": "reasoning",
+        "id": "rs_o1",
+        "summary": [],
+        "encrypted_content": "ENCRYPTED-BY-OPENAI",
+    }
+    assert (first.warnings, second.warnings) == ((), ())
+
+
+@pytest.mark.parametrize("effort", [ReasoningEffort.HIGH, None])
+def test_a_summary_the_body_option_asks_for_goes_beside_the_effort(
+    effort: ReasoningEffort | None,
+) -> None:
+    request = (
+        ChatRequest("gpt-5-mini")
+        .user("Hi")
+        .with_reasoning_effort(effort)
+        .with_option_json("openai_responses", {"reasoning": {"summary": "auto"}})
+    )
+    body, warnings = prepared("openai", request, api="responses")
+    expected = {"summary": "auto"} if effort is None else {"effort": "high", "summary": "auto"}
+    assert (body["reasoning"], body["include"], warnings) == (
+        expected,
+        ["reasoning.encrypted_content"],
+        [],
+    )
+    # Asked for by the caller, it is refused as OpenAI refuses it, and not tried again.
+    made, sent = unverified_openai(ANSWER_ITEM)
+    with pytest.raises(InvalidRequestError) as raised:
+        made.chat(request)
+    assert str(raised.value) == UNVERIFIED
+    assert (len(sent), raised.value.retryable) == (1, False)
+
+
+# 12. grok-code-fast reasons, and takes no effort
+
+
+def test_grok_code_fast_reasoning_goes_back_on_the_next_turn() -> None:
+    model = "grok-code-fast-1"
+    xai, sent = provider(
+        "xai",
+        answer(model, REASONING_ITEM, CALL_ITEM),
+        answer(model, ANSWER_ITEM),
+        api="responses",
+    )
+    request = ChatRequest(model).user("Weather in Paris?").with_tools([WEATHER])
+    first = xai.chat(request)
+    [call] = [block for block in first.content if isinstance(block, ToolCall)]
+    second = xai.chat(request.push(first.to_assistant_message()).tool_result(call, "sunny"))
+    assert sent.bodies[0]["include"] == ["reasoning.encrypted_content"]
+    assert "reasoning" not in sent.bodies[0]
+    assert sent.bodies[1]["input"][1] == {
+        "type": "reasoning",
+        "id": "rs_x1",
+        "summary": [],
+        "encrypted_content": "ENCRYPTED-BY-XAI",
+    }
+    # It was left out, with a warning that the model "does not reason".
+    assert (first.warnings, second.warnings) == ((), ())
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+@pytest.mark.parametrize(
+    "effort", [ReasoningEffort.NONE, ReasoningEffort.LOW, ReasoningEffort.HIGH]
+)
+def test_an_effort_to_grok_code_fast_is_refused_on_both_apis(
+    api: str, effort: ReasoningEffort
+) -> None:
+    # xAI answers 400 to one ("does not support parameter reasoningEffort").
+    request = ChatRequest("grok-code-fast-1").user("Hi").with_reasoning_effort(effort)
+    body, warnings = prepared("xai", request, api=api)
+    assert ("reasoning" in body, "reasoning_effort" in body) == (False, False)
+    assert [(w.subject, w.message) for w in warnings] == [
+        (
+            FieldSubject(field=RequestField.REASONING_EFFORT),
+            f"`grok-code-fast-1` on xAI takes no reasoning effort `{effort.value}`",
+        )
+    ]
+    # Chat Completions reads its reasoning from the answer: nothing else changes.
+    if api == "chat":
+        assert body == {
+            "model": "grok-code-fast-1",
+            "messages": [{"role": "user", "content": "Hi"}],
+        }
+
+
+# 13. Stray stream events
+
+
+STRAY_AT = {"item_id": "msg_1", "output_index": 0, "content_index": 0}
+STRAY_START = {**START, "output": [], "usage": None}
+STRAY_MESSAGE = {
+    **ANSWER_ITEM,
+    "content": [{"type": "output_text", "text": "abc", "annotations": []}],
+}
+STRAY_EVENTS = [
+    ResponseStart(id="resp_1", model="m"),
+    BlockStart(index=0, block_type=StreamBlockType.TEXT),
+    TextDelta(index=0, text="abc"),
+    BlockStop(index=0),
+    UsageEvent(usage=allama.Usage(input_tokens=3, output_tokens=2)),
+    Finish(finish_reason=FinishReason.STOP),
+]
+
+
+def stray_stream(late: str) -> bytes:
+    """A message streamed whole, then a `late` text delta for it after it finished."""
+    return sse(
+        {"type": "response.created", "response": STRAY_START},
+        {
+            "type": "response.output_item.added",
+            "output_index": 0,
+            "item": {**STRAY_MESSAGE, "status": "in_progress", "content": []},
+        },
+        {"type": "response.output_text.delta", **STRAY_AT, "delta": "abc"},
+        {"type": "response.output_item.done", "output_index": 0, "item": STRAY_MESSAGE},
+        {"type": "response.output_text.delta", **STRAY_AT, "delta": late},
+        {"type": "response.completed", "response": terminal(STRAY_MESSAGE)},
+    )
+
+
+def test_an_empty_delta_after_its_item_finished_is_passed_over() -> None:
+    events = decode_stream(stray_stream(""), provider="p", model="m")
+    assert events == STRAY_EVENTS
+    assert collect(events) == decode_object(terminal(STRAY_MESSAGE), model="m")
+
+
+def test_a_part_added_before_its_item_is_passed_over() -> None:
+    data = sse(
+        {"type": "response.created", "response": STRAY_START},
+        {
+            "type": "response.content_part.added",
+            **STRAY_AT,
+            "part": {"type": "output_text", "text": "", "annotations": []},
+        },
+        {
+            "type": "response.output_item.added",
+            "output_index": 0,
+            "item": {**STRAY_MESSAGE, "status": "in_progress", "content": []},
+        },
+        {"type": "response.output_text.delta", **STRAY_AT, "delta": "abc"},
+        {"type": "response.completed", "response": terminal(STRAY_MESSAGE)},
+    )
+    assert decode_stream(data, provider="p", model="m") == STRAY_EVENTS
+
+
+@pytest.mark.parametrize("run_async", [False, True])
+def test_a_stray_empty_delta_keeps_the_answer_and_its_usage(run_async: bool) -> None:
+    made, _ = provider("openai", (200, stray_stream("")), api="responses")
+    request = ChatRequest("gpt-5-mini").user("Hi")
+
+    async def streamed() -> ChatResponse:
+        async with await made.achat_stream(request) as stream:
+            async for _ in stream:
+                pass
+            return await stream.response()
+
+    if run_async:
+        out = asyncio.run(streamed())
+    else:
+        with made.chat_stream(request) as stream:
+            for _ in stream:
+                pass
+            out = stream.response()
+    assert (out.text(), out.usage, out.finish_reason) == (
+        "abc",
+        allama.Usage(input_tokens=3, output_tokens=2),
+        FinishReason.STOP,
+    )
+
+
+def test_a_stray_delta_with_text_is_raised_after_the_terminal_usage() -> None:
+    decoder = ResponsesStreamDecoder(provider="p", model="m")
+    seen: list[StreamEvent] = []
+    with pytest.raises(StreamDecodeError) as raised:
+        for event in decoder.feed(stray_stream("d")):
+            seen.append(event)
+    assert str(raised.value) == (
+        "a `response.output_text.delta` event for output item 0, which is not open"
+    )
+    assert seen == STRAY_EVENTS[:-1]  # the usage, and no finish
+
+
+def _stray(kind: str, item: dict[str, Any], index: int) -> dict[str, Any]:
+    """An empty event of `kind` for `item` (at `index`), as a relay sends one stray."""
+    at = {"item_id": item["id"], "output_index": index}
+    if kind == "part":
+        part = {"type": "output_text", "text": "", "annotations": []}
+        return {"type": "response.content_part.added", **at, "content_index": 0, "part": part}
+    if kind == "text":
+        return {"type": "response.output_text.delta", **at, "content_index": 0, "delta": ""}
+    if kind == "arguments":
+        return {"type": "response.function_call_arguments.delta", **at, "delta": ""}
+    return {"type": "response.reasoning_summary_text.delta", **at, "summary_index": 0, "delta": ""}
+
+
+@settings(max_examples=120, deadline=None)
+@given(output=st.lists(_items, min_size=1, max_size=4), data=st.data())
+def test_stray_empty_events_anywhere_outside_their_item_change_nothing(
+    output: list[dict[str, Any]], data: st.DataObject
+) -> None:
+    """Empty events of each kind, for an item before it was added or after it finished,
+    split anywhere: the events are the clean stream's, and collect to the body."""
+    output = [{**item, "id": f"{item['id']}_{n}"} for n, item in enumerate(output)]
+    body = {**terminal(*output), "model": "m"}
+    clean = stream_of(body)
+    events = [
+        json.loads(frame.split("data: ", 1)[1]) for frame in clean.decode().split("\n\n")[:-1]
+    ]
+    for _ in range(data.draw(st.integers(1, 4), label="strays")):
+        index = data.draw(st.integers(0, len(output) - 1), label="item")
+        kinds = ("part", "text", "arguments", "summary")
+        stray = _stray(data.draw(st.sampled_from(kinds), label="kind"), output[index], index)
+        places = [n for n, event in enumerate(events) if event.get("output_index") == index]
+        added = next(n for n in places if events[n]["type"] == "response.output_item.added")
+        done = next(n for n in places if events[n]["type"] == "response.output_item.done")
+        where = data.draw(
+            st.integers(1, added) | st.integers(done + 1, len(events) - 1), label="where"
+        )
+        events.insert(where, stray)
+    raw = sse(*events)
+    cuts = data.draw(st.lists(st.integers(0, len(raw)), max_size=12), label="cuts")
+    got = feed_split(raw, cuts)
+    assert got == decode_stream(clean, provider="p", model="m")
+    assert collect(got) == decode_object(body, model="m")
+
+
+def test_a_custom_tool_calls_input_done_after_its_item_is_left_to_the_item() -> None:
+    # As the other `.done` events are: the finished item already gave the whole input.
+    sql = "SELECT 1"
+    call = {
+        "id": "ctc_1",
+        "type": "custom_tool_call",
+        "call_id": "call_1",
+        "name": "run_sql",
+        "input": sql,
+        "status": "completed",
+    }
+    at = {"item_id": "ctc_1", "output_index": 0}
+    head = (
+        {"type": "response.created", "response": STRAY_START},
+        {
+            "type": "response.output_item.added",
+            "output_index": 0,
+            "item": {**call, "input": "", "status": "in_progress"},
+        },
+        {"type": "response.custom_tool_call_input.delta", **at, "delta": sql},
+        {"type": "response.output_item.done", "output_index": 0, "item": call},
+    )
+    end = {"type": "response.completed", "response": terminal(call)}
+    late = {"type": "response.custom_tool_call_input.done", **at, "input": sql}
+    events = decode_stream(sse(*head, late, end), provider="p", model="m")
+    assert events == decode_stream(sse(*head, end), provider="p", model="m")
+    assert collect(events).tool_calls() == (ToolCall(id="call_1", name="run_sql", arguments=sql),)

@@ -1023,10 +1023,11 @@ def request_from_body(body: dict[str, Any]) -> Built:
     """The `ChatRequest` allama users would write for a recorded body.
 
     A top-level field allama has no name for (`metadata`, `truncation`, a hosted tool in
-    `tools`, `text.verbosity`, a `reasoning.summary` of another level) goes through the
-    `openai_responses` option, which is what that option is for. `store: false` and the
-    `include` of encrypted reasoning are what allama sends by itself; `summary: auto` is
-    what it asks for with an effort. An input item allama cannot express raises `NoName`:
+    `tools`, `text.verbosity`, a `reasoning.summary`) goes through the `openai_responses`
+    option, which is what that option is for: allama asks for no summary by itself (OpenAI
+    refuses one to an organization it has not verified). `store: false` and the `include`
+    of encrypted reasoning are what allama sends by itself. An input item allama cannot
+    express raises `NoName`:
     passing the conversation itself through would leave nothing to compare.
     """
     option: dict[str, Any] = {}
@@ -1054,8 +1055,6 @@ def request_from_body(body: dict[str, Any]) -> Built:
                     option["text"] = rest
             elif name == "reasoning":
                 rest = {k: v for k, v in value.items() if k != "effort"}
-                if rest.get("summary") == "auto" and "effort" in value:
-                    del rest["summary"]
                 if "effort" in value:
                     fields["reasoning_effort"] = value["effort"]
                 if rest:
@@ -1134,7 +1133,6 @@ def normal(body: dict[str, Any]) -> dict[str, Any]:
     - `parallel_tool_calls: false` beside a strict tool: OpenAI and Azure do not hold
       strict schemas under parallel calls, so allama asks for serial ones (as it does on
       Chat Completions).
-    - `reasoning.summary: auto` beside an effort: allama asks for the summary it reads.
 
     Everything else is compared as it is, strict schemas included: allama rewrites a strict
     schema for OpenAI's subset, but a schema OpenAI accepted comes out unchanged, so a
@@ -1163,9 +1161,6 @@ def normal(body: dict[str, Any]) -> dict[str, Any]:
         fmt = {k: v for k, v in fmt.items() if not (k == "description" and v is None)}
         fmt["strict"] = bool(fmt.get("strict"))
         out["text"] = {**out["text"], "format": fmt}
-    reasoning = out.get("reasoning")
-    if isinstance(reasoning, dict) and reasoning.get("effort") not in (None, "none"):
-        out["reasoning"] = {"summary": "auto", **reasoning}
     return out
 
 
@@ -1173,7 +1168,14 @@ def normal(body: dict[str, Any]) -> dict[str, Any]:
 # is sent as recorded through the `openai_responses` option, and compared as such.
 PASSED_THROUGH: dict[str, set[str]] = {
     "openai_responses/reasoning_with_function_call": {"reasoning.summary"},  # `detailed`
-    "openai/synthetic_request_with_every_shape": {"text.verbosity", "metadata", "truncation"},
+    "openai_responses/reasoning_summary": {"reasoning.summary"},  # `auto`: asked for
+    "openai_responses/reasoning_summary_stream": {"reasoning.summary"},
+    "openai/synthetic_request_with_every_shape": {
+        "text.verbosity",
+        "reasoning.summary",
+        "metadata",
+        "truncation",
+    },
 }
 
 

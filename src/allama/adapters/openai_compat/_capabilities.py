@@ -498,8 +498,15 @@ _XAI_ROWS = (
     ModelFamily("grok-4.3*", StructuredLevel.STRICT, reasoning=S, stop=False),
     ModelFamily("grok-4*-non-reasoning*", StructuredLevel.STRICT, reasoning=N, stop=False),
     ModelFamily("grok-4*", StructuredLevel.STRICT, reasoning=S, stop=False, efforts=_NO_EFFORT),
+    # grok-code-fast reasons as Grok 4 does (encrypted, through `include`), and answers 400
+    # to an effort ("does not support parameter reasoningEffort").
     ModelFamily(
-        "grok-code-fast*", StructuredLevel.STRICT, reasoning=N, stop=False, json_with_tools=False
+        "grok-code-fast*",
+        StructuredLevel.STRICT,
+        reasoning=S,
+        stop=False,
+        efforts=_NO_EFFORT,
+        json_with_tools=False,
     ),
     ModelFamily("grok-[23]*", StructuredLevel.STRICT, reasoning=N, json_with_tools=False),
     ModelFamily("grok-*", StructuredLevel.STRICT, reasoning=N),

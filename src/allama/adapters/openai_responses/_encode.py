@@ -43,6 +43,12 @@ on `response_format` (`text.format`) and `tools`; a family with only JSON mode g
   turn kept the item's own `summary` and `content` lists (`resume`: several summary parts,
   reasoning text) and the text is still theirs: then with those, as received, since a
   backend that checks the item against its encrypted content (xAI) refuses one rewritten.
+- A reasoning effort is `reasoning.effort` alone. No `summary` is asked for unless the
+  caller asks (the body option's `{"reasoning": {"summary": "auto"}}`, added to the
+  effort): OpenAI answers 400 (`reasoning.summary`, "Your organization must be verified to
+  generate reasoning summaries") to any from an organization it has not verified, where
+  Chat Completions takes the same effort. Reasoning is read and sent back without one: an
+  item with no summary is a reasoning block with no text, its encrypted content kept.
 - There are no stop sequences and no seed in this API: both are refused. An output limit
   below the API's minimum (16 tokens) is raised to it, with a warning.
 - Log-probabilities (`request.logprobs`) are asked for with
@@ -641,9 +647,9 @@ class _Encoder(_ChatEncoder):
         effort = self.effort(str(wanted))
         if effort is None:
             return None, reasons
-        if effort == "none":
-            return {"effort": effort}, False
-        return {"effort": effort, "summary": "auto"}, True
+        # No `summary` unless the body option asks for one: OpenAI answers 400 to any from an
+        # organization it has not verified, where Chat Completions takes the same effort.
+        return {"effort": effort}, effort != "none"
 
     def max_output_tokens(self) -> int | None:
         tokens = self.request.max_output_tokens

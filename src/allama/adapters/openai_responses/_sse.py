@@ -66,10 +66,14 @@ and part, for the text the caller was given is not the response's (a call's argu
 alike; an empty text, or text of another kind, a reasoning summary after reasoning text,
 contradicts nothing). It is raised at the terminal event, after the usage that event
 reports (the tokens were paid for), or at the stream's end; an `error` event before then
-is raised instead. An event whose `sequence_number` came before with the same data is a
-repeat, read once. An item added at the output index of another item, under another id (Ollama
-adds a function call at the index of its message still open), finishes that item as its
-`done` would; events that name an item by `item_id` find it wherever its index went.
+is raised instead. A piece for an item not open (a stray event: a delta after its item
+finished, a part added before its item) is passed over when it is empty, as it says
+nothing, and the stream is read to its end; one with text, which has nowhere to go, is
+held and raised the same way. An event whose `sequence_number` came before with the same
+data is a repeat, read once. An item added at the output index of another item, under
+another id (Ollama adds a function call at the index of its message still open), finishes
+that item as its `done` would; events that name an item by `item_id` find it wherever its
+index went.
 
 Annotations are reported as `decode_object` keeps them, under `annotations`: the list, in
 block order, of `{"index": i, "annotations": [...]}` for every text block with any so far,
@@ -364,7 +368,8 @@ class ResponsesStreamDecoder:
         """Whether the held error is a failed response's that said nothing (its usage given):
         an `error` frame after it is the reason."""
         self._mismatch: StreamDecodeError | None = None
-        """The last disagreement of deltas with a finished text, known as it is raised."""
+        """The last disagreement of deltas with a finished text (or text for an item not
+        open), known as it is raised."""
         self.finished = False
         self.done = False
 
@@ -452,8 +457,8 @@ class ResponsesStreamDecoder:
         except StreamDecodeError as error:
             if error is not self._mismatch or self.done:
                 raise
-            # Deltas that disagree with their finished text: raised at the terminal event,
-            # whose usage counts the tokens paid for.
+            # Deltas that disagree with their finished text (or text for an item not open):
+            # raised at the terminal event, whose usage counts the tokens paid for.
             self._held = error
 
     def _read(self, event: SseEvent, data: str, *, at_end: bool) -> Iterator[StreamEvent]:
@@ -678,17 +683,25 @@ class ResponsesStreamDecoder:
         where = f"output item {known.position}"
         return where if part is None else f"{where}, content part {part}"
 
-    def _item(self, payload: dict[str, Any]) -> _Item:
+    def _item(self, payload: dict[str, Any], text: str) -> _Item | None:
+        """The open item an event brings `text` for, or `None` for an event to pass over. One
+        for an item not open (a stray event: an empty delta after its item finished, a part
+        added before its item) that brings nothing contradicts nothing, and is passed over;
+        one that brings text has nowhere to put it, and is held as a disagreement of deltas
+        is (`_disagree`), raised at the terminal event after the usage it reports."""
         index, known = self._lookup(payload)
         if index is None:
             raise StreamDecodeError(
                 f"a `{payload.get('type')}` event names no output item"
             ).mark_authored()
-        if known is None or known.done:
-            raise StreamDecodeError(
-                f"a `{payload.get('type')}` event for output item {index}, which is not open"
-            ).mark_authored()
-        return known
+        if known is not None and not known.done:
+            return known
+        if not text or (known is not None and known.kind == _COMMENTARY):
+            return None  # (a commentary message's text is not the answer)
+        self._mismatch = StreamDecodeError(
+            f"a `{payload.get('type')}` event for output item {index}, which is not open"
+        ).mark_authored()
+        raise self._mismatch
 
     def _part(self, known: _Item, payload: dict[str, Any], block_type: StreamBlockType) -> _Block:
         """The block of a message's content part, opened on first sight."""
@@ -707,18 +720,20 @@ class ResponsesStreamDecoder:
         return block
 
     def _part_added(self, payload: dict[str, Any]) -> Iterator[StreamEvent]:
-        known = self._item(payload)
         part = payload.get("part")
         kind = part.get("type") if isinstance(part, dict) else None
         block_type = _PART_BLOCKS.get(kind) if isinstance(kind, str) else None
-        if known.kind != "message" or block_type is None or not isinstance(part, dict):
+        if block_type is None or not isinstance(part, dict):
             return  # a reasoning item's text part, and parts nobody knows yet
+        text = _str(part.get("text" if block_type is StreamBlockType.TEXT else "refusal"))
+        known = self._item(payload, text)
+        if known is None or known.kind != "message":
+            return
         content_index = _int(payload.get("content_index")) or 0
         new = content_index not in known.parts
         block = self._part(known, payload, block_type)
         if new:
             yield BlockStart(index=block.index, block_type=block_type)
-        text = _str(part.get("text" if block_type is StreamBlockType.TEXT else "refusal"))
         yield from self._piece(block, text)
         if block_type is StreamBlockType.TEXT:
             yield from self._annotations(block, part, final=False)
@@ -823,15 +838,16 @@ class ResponsesStreamDecoder:
     def _part_delta(
         self, payload: dict[str, Any], block_type: StreamBlockType
     ) -> Iterator[StreamEvent]:
-        known = self._item(payload)
-        if known.kind == _COMMENTARY:
-            return  # not the answer: the finished item is kept whole
+        delta = _str(payload.get("delta"))
+        known = self._item(payload, delta)
+        if known is None or known.kind == _COMMENTARY:
+            return  # (a commentary message is not the answer: the finished item is kept whole)
         content_index = _int(payload.get("content_index")) or 0
         new = content_index not in known.parts
         block = self._part(known, payload, block_type)
         if new:
             yield BlockStart(index=block.index, block_type=block_type)
-        yield from self._piece(block, _str(payload.get("delta")))
+        yield from self._piece(block, delta)
 
     def _piece(self, block: _Block, text: str) -> Iterator[StreamEvent]:
         if not text:
@@ -849,25 +865,31 @@ class ResponsesStreamDecoder:
     def _arguments(
         self, payload: dict[str, Any], kind: str, *, done: bool
     ) -> Iterator[StreamEvent]:
-        """A piece of a call's arguments (`delta`), or the whole of them (`input`, `done`)."""
-        known = self._item(payload)
+        """A piece of a call's arguments (`delta`), or the whole of them (`input`, `done`:
+        one for an item not open is left to the finished item, as the other `.done` events
+        are)."""
+        text = _str(payload.get("input" if done else "delta"))
+        known = self._open_item(payload) if done else self._item(payload, text)
+        if known is None:
+            return
         if known.kind != kind or known.block is None:
             raise StreamDecodeError(f"`{kind}` arguments for a `{known.kind}` item").mark_authored()
         if done:
-            yield from self._rest(known.block, _str(payload.get("input")), self._where(known))
+            yield from self._rest(known.block, text, self._where(known))
         else:
-            yield from self._piece(known.block, _str(payload.get("delta")))
+            yield from self._piece(known.block, text)
 
     def _reasoning_delta(
         self, payload: dict[str, Any], source: str, part_key: str
     ) -> Iterator[StreamEvent]:
-        known = self._item(payload)
+        delta = _str(payload.get("delta"))
+        known = self._item(payload, delta)
+        if known is None:
+            return
         block = known.block
         if known.kind != "reasoning" or block is None:
             raise StreamDecodeError(f"reasoning text for a `{known.kind}` item").mark_authored()
-        yield from self._reasoning_piece(
-            block, source, _int(payload.get(part_key)) or 0, _str(payload.get("delta"))
-        )
+        yield from self._reasoning_piece(block, source, _int(payload.get(part_key)) or 0, delta)
 
     def _reasoning_piece(
         self, block: _Block, source: str, part: int, text: str
