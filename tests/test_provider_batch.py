@@ -2598,6 +2598,9 @@ def test_a_gemini_job_failed_on_the_providers_side_sends_its_rows_again(
             answer["metadata"].pop("output", None)
             answer.pop("response", None)
             answer["error"] = {"code": 13, "message": "Internal error.", "status": "INTERNAL"}
+            # Its stats count none answered (one that counts answers is read again, then
+            # its rows taken for lost: see the test of the job that names none).
+            answer["metadata"]["batchStats"].pop("successfulRequestCount", None)
         return answer
 
     monkeypatch.setattr(ProviderBatchServer, "gemini_operation", failed_first)
@@ -3876,3 +3879,223 @@ def test_keyless_gemini_responses_of_a_job_another_run_submitted_go_to_no_input(
     assert [r.value for r in results] == [Doc(n=n) for n in (5, 4, 2, 1, 0)]
     assert len(server.jobs) == 2
     assert all(server.submitted[("gemini", n)] == 2 for n in (0, 1, 2, 4, 5))
+
+
+# A run killed after its input file was uploaded, before its job was made
+
+
+class _DiesMakingTheJob(Transport):
+    """A process that dies as it asks for its job to be made, its input file uploaded: the
+    request never leaves, and the ledger is as a SIGKILL there leaves it."""
+
+    def send(self, request: HttpRequest) -> HttpResponse:
+        if request.method == "POST" and request.url.endswith(("/batches", ":batchGenerateContent")):
+            raise RuntimeError("the process died here")
+        return super().send(request)
+
+
+def _killed_after_the_upload(
+    server: ProviderBatchServer, family: str, docs: list[str], ledger: Path
+) -> Any:
+    """The file a run killed as it asked for its job uploaded (no job made), as the
+    provider keeps it."""
+    provider, model = _provider(server, family, _DiesMakingTheJob())
+    with pytest.raises(RuntimeError, match="died here"):
+        list(_batch_run(provider, model, docs, ledger))
+    assert server.jobs == []
+    (uploaded,) = server.files.values()  # the documents' text, at the provider
+    return uploaded
+
+
+@pytest.mark.parametrize("family", ["openai-chat", "gemini"])
+def test_the_input_file_of_a_job_a_killed_run_never_made_is_deleted_by_the_next_run(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, family: str
+) -> None:
+    from allama.adapters._jobs import _gemini
+
+    monkeypatch.setattr(_gemini, "INLINE_BYTES", 0)  # Gemini's requests in a file too
+    ledger = tmp_path / "killed.sqlite"
+    uploaded = _killed_after_the_upload(server, family, _docs(2), ledger)
+    (row,) = Ledger(ledger, read_only=True).jobs()
+    # Its id in the ledger before the job was asked for; named by the tag, once.
+    assert (row.state, row.job_id, row.input_file) == ("submitting", None, uploaded.id)
+    assert uploaded.filename == (f"{row.tag}.jsonl" if family == "openai-chat" else row.tag)
+    assert row.tag.startswith("allama-") and not row.tag.startswith("allama-allama-")
+    provider, model = _provider(server, family)
+    run = _batch_run(provider, model, _docs(2), ledger)
+    results = sorted(run, key=lambda r: r.index)
+    assert [(r.value, r.attempts) for r in results] == [(Doc(n=0), 1), (Doc(n=1), 1)]
+    # Looked for, not found: its file deleted before its inputs were sent in a new job.
+    assert server.deleted[0] == uploaded.id and uploaded.id not in server.files
+    assert len(server.jobs) == 1 and server.jobs[0].input_file != uploaded.id
+    said = (
+        f"the provider made no job of it (none was found there); its input file "
+        f"{uploaded.id}, uploaded, was deleted"
+    )
+    unmade, made = Ledger(ledger, read_only=True).jobs()
+    assert (unmade.tag, unmade.state, unmade.error) == (row.tag, "not_submitted", said)
+    assert run.summary.jobs[row.tag] == f"not submitted: {said}"
+    assert made.state == "collected"
+
+
+def test_an_input_file_of_a_job_never_made_that_cannot_be_deleted_is_named_in_a_warning(
+    server: ProviderBatchServer, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "killed.sqlite"
+    uploaded = _killed_after_the_upload(server, "openai-chat", _docs(2), ledger)
+    (tag,) = [row.tag for row in Ledger(ledger, read_only=True).jobs()]
+    refused = HttpResponse(
+        500,
+        {"content-type": "application/json"},
+        json.dumps(
+            {"error": {"message": "The server had an error.", "type": "server_error"}}
+        ).encode(),
+    )
+
+    def deletes_it(request: HttpRequest) -> bool:
+        return request.method == "DELETE" and request.url.endswith(f"/files/{uploaded.id}")
+
+    provider, model = _provider(server, "openai-chat", _Intercepting(deletes_it, refused, 1))
+    with pytest.warns(RuntimeWarning) as warned:
+        run = _batch_run(provider, model, _docs(2), ledger)
+        assert [r.value for r in sorted(run, key=lambda r: r.index)] == [Doc(n=0), Doc(n=1)]
+    words = (
+        f"the input file {uploaded.id} of job {tag}, which was not made, could not be deleted "
+        "(server (24 chars withheld) [provider=openai, status=500]): it holds the requests' "
+        "text; delete it at the provider"
+    )
+    assert [str(w.message) for w in warned if w.category is RuntimeWarning] == [words]
+    assert uploaded.id in server.files  # left, and said so
+    said = f"the provider made no job of it (none was found there); {words}"
+    (unmade, _) = Ledger(ledger, read_only=True).jobs()
+    assert (unmade.state, unmade.error) == ("not_submitted", said)
+    assert run.summary.jobs[tag] == f"not submitted: {said}"
+
+
+def test_a_killed_submission_in_a_ledger_of_an_earlier_version_is_resumed(
+    server: ProviderBatchServer, tmp_path: Path
+) -> None:
+    # A ledger whose `jobs` holds no `input_file` (its version recorded none): read, and
+    # resumed, the column added; the file it never recorded cannot be named.
+    ledger = tmp_path / "killed.sqlite"
+    uploaded = _killed_after_the_upload(server, "openai-chat", _docs(2), ledger)
+    with sqlite3.connect(ledger) as db:
+        db.execute("ALTER TABLE jobs DROP COLUMN input_file")
+    (row,) = Ledger(ledger, read_only=True).jobs()
+    assert (row.state, row.input_file) == ("submitting", None)
+    provider, model = _provider(server, "openai-chat")
+    run = _batch_run(provider, model, _docs(2), ledger)
+    assert [r.value for r in sorted(run, key=lambda r: r.index)] == [Doc(n=0), Doc(n=1)]
+    unmade, made = Ledger(ledger, read_only=True).jobs()
+    assert (unmade.state, unmade.error, unmade.input_file) == (
+        "not_submitted",
+        "the provider made no job of it (none was found there)",
+        None,
+    )
+    assert made.input_file == server.jobs[0].input_file_id
+    assert uploaded.id in server.files and row.tag not in run.summary.jobs
+
+
+# A Gemini job failed on the provider's side that counts requests answered
+
+
+def _failed_counting_answers(
+    monkeypatch: pytest.MonkeyPatch, reads: int, kept: int = 0
+) -> list[str]:
+    """The first `reads` reads of the first Gemini job once it ended say it failed on the
+    provider's side (13, `INTERNAL`) with its stats counting 2 of 3 requests answered,
+    naming the first `kept` of its responses; later reads are the job as it ended. Returns
+    what each read said."""
+    operation = ProviderBatchServer.gemini_operation
+    said: list[str] = []
+
+    def failed(self: ProviderBatchServer, job: Any) -> Any:
+        answer = operation(self, job)
+        if job.end != "completed" or job is not self.jobs[0]:
+            return answer
+        if len(said) >= reads:
+            said.append("completed")
+            return answer
+        said.append("failed")
+        metadata = answer["metadata"]
+        metadata["state"] = "BATCH_STATE_FAILED"
+        metadata["batchStats"] = {
+            "requestCount": "3",
+            "successfulRequestCount": "2",
+            "failedRequestCount": "1",
+        }
+        answer["error"] = {"code": 13, "message": "Internal error"}
+        responses = metadata["output"]["inlinedResponses"]["inlinedResponses"][:kept]
+        if kept:
+            metadata["output"]["inlinedResponses"]["inlinedResponses"] = responses
+            answer["response"]["inlinedResponses"]["inlinedResponses"] = responses
+        else:
+            metadata.pop("output")
+            answer.pop("response")
+        return answer
+
+    monkeypatch.setattr(ProviderBatchServer, "gemini_operation", failed)
+    return said
+
+
+def test_a_gemini_job_failed_on_the_providers_side_naming_no_answers_it_counts_fails_them(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Its stats count 2 of its 3 requests answered, none named: read again, then its rows
+    # taken for lost (not sent again unasked), 2 counted paid at a cost unknown.
+    said = _failed_counting_answers(monkeypatch, reads=1_000)
+    provider, model = _provider(server, "gemini")
+    ledger = tmp_path / "failed.sqlite"
+    run = _batch_run(provider, model, _docs(3), ledger)
+    results = sorted(run, key=lambda r: r.index)
+    (job,) = server.jobs
+    assert said == ["failed"] * 3
+    assert sum(server.answered.values()) == 3  # each sent once
+    error = (
+        f"the provider named no responses of job {job.id} to read (no inlinedResponses, no "
+        "responsesFile), though it ended BATCH_STATE_FAILED (13) with its stats counting 2 "
+        "of its requests answered (3 reads): its requests may have run and been paid for; "
+        "retry_failed (--retry-failed) sends its inputs again"
+    )
+    assert [(r.failure.kind, r.failure.message) for r in results if r.failure] == [
+        ("job_missing", f"job {job.id}: {error}")
+    ] * 3
+    assert run.summary.cost_unknown == 2
+    # Two records count a call paid, its usage and cost unknown; the third none.
+    assert [(r.metadata.usage is not None, r.metadata.cost) for r in results if r.metadata] == [
+        (True, None),
+        (True, None),
+        (False, None),
+    ]
+    (row,) = Ledger(ledger, read_only=True).jobs()
+    assert (row.outcome, row.error) == ("lost", error)
+
+
+def test_a_gemini_job_failed_on_the_providers_side_is_read_again_for_the_answers_it_counts(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Named on a later read: taken in, nothing sent again (paid twice).
+    said = _failed_counting_answers(monkeypatch, reads=1)
+    provider, model = _provider(server, "gemini")
+    run = _batch_run(provider, model, _docs(3), tmp_path / "later.sqlite")
+    results = sorted(run, key=lambda r: r.index)
+    assert said == ["failed", "completed"]
+    assert [(r.value, r.attempts) for r in results] == [(Doc(n=n), 1) for n in range(3)]
+    assert len(server.jobs) == 1 and run.summary.cost_unknown == 0
+
+
+def test_the_server_errors_of_a_gemini_job_failed_counting_more_answers_are_paid_unknown(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # It names 1 of the 2 answers it counts: its 2 other rows are server errors, sent again,
+    # and one of them (2 counted, 1 read) counted paid at a cost unknown.
+    _failed_counting_answers(monkeypatch, reads=1_000, kept=1)
+    provider, model = _provider(server, "gemini")
+    run = _batch_run(provider, model, _docs(3), tmp_path / "some.sqlite")
+    results = sorted(run, key=lambda r: r.index)
+    assert [r.value for r in results] == [Doc(n=n) for n in range(3)]
+    _, again = server.jobs
+    answered = [r.index for r in results if r.attempts == 1]
+    assert len(again.keys) == 2 and len(answered) == 1 and run.summary.cost_unknown == 1
+    unknown = [r.index for r in results if r.metadata is not None and r.metadata.cost is None]
+    assert len(unknown) == 1 and unknown[0] not in answered

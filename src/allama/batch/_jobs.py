@@ -23,7 +23,7 @@ import sqlite3
 import time
 import uuid
 import warnings
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -40,6 +40,7 @@ from allama.adapters._jobs import (
     JobState,
     Row,
     RowKind,
+    Steps,
     unrun_kind,
 )
 from allama.batch._ledger import JobPhase, JobRow, Ledger, Status, since_boot
@@ -121,6 +122,9 @@ making it, and list it only once made. Six looks over half a minute, then it was
 
 
 _CANCELLED_BEFORE_MADE = "cancelled (`allama batch cancel`) before the job was made"
+_NOT_MADE = "the provider made no job of it (none was found there)"
+"""Why a cut-off submission's job is recorded `not_submitted`: the look for it found none
+(its request may have reached the provider, its file uploaded, but no job was made)."""
 
 
 def _unmade(item: _Item) -> RowUnanswered:
@@ -196,7 +200,8 @@ class _Job:
     """The files the provider keeps for it (its input, its results), as its last read
     named them: deleted once its rows are kept (`_delete_files`)."""
     uploaded: str | None = None
-    """The input file this run uploaded for it, should no read name it."""
+    """The input file uploaded for it (by this run, or as the ledger recorded it), should no
+    read name it."""
 
 
 _UNANSWERED = frozenset(
@@ -652,8 +657,11 @@ class JobRunner(_Runner):
                 return
             tried += 1
             try:
+                steps = self.jobs.submit(target, entries, tag, uploaded)
                 job.job_id = await self.jobs.run(
-                    self.jobs.submit(target, entries, tag, uploaded), model, sync=self.sync
+                    _noting_upload(steps, uploaded, lambda name: self._note_file(tag, name)),
+                    model,
+                    sync=self.sync,
                 )
                 break
             except Error as error:
@@ -715,6 +723,13 @@ class JobRunner(_Runner):
         job.wait = self.spec.poll_interval
         job.due = time.monotonic() + job.wait
         self.open[tag] = job
+
+    def _note_file(self, tag: str, name: str) -> None:
+        """Record the file uploaded for job `tag` before its making is asked: a run killed
+        before the job's id reached the ledger leaves it for the next run, which deletes it
+        if the job was never made (`_recover`). Its id is known to no one else."""
+        assert self.book is not None
+        self.book.job_file(tag, name)
 
     async def _refused(self, tag: str, items: list[_Item], failed: Error, *, made: bool) -> None:
         """The provider refused, for good, the making of a job (`made`: the job itself, a
@@ -853,17 +868,14 @@ class JobRunner(_Runner):
                     self._made_or_not(tag, items, str(error), AMBIGUOUS_JOB)
                     continue
                 if job_id is None:
-                    # Never reached the provider: its inputs are sent as new, or, when a
-                    # cancel was asked for it, fail as cancelled.
-                    self.book.job_not_submitted(
-                        tag,
-                        _CANCELLED_BEFORE_MADE
-                        if row.cancel_requested
-                        else "the submission did not reach the provider",
-                        never_sent=True,
-                    )
-                    if row.cancel_requested:
-                        self._said_not_made(tag)
+                    # Never made: its inputs are sent as new, or, when a cancel was asked
+                    # for it, fail as cancelled; the file its submission uploaded, if it got
+                    # so far, is deleted first (its id is in the ledger alone).
+                    why = _CANCELLED_BEFORE_MADE if row.cancel_requested else _NOT_MADE
+                    why += await self._discard_unmade(row)
+                    self.book.job_not_submitted(tag, why, never_sent=True)
+                    if row.cancel_requested or row.input_file is not None:
+                        self.summary.jobs[tag] = f"not submitted: {why}"
                     found.extend(await self._claim_again(items, row.cancel_requested))
                     rows = recorded()
                     continue
@@ -872,6 +884,7 @@ class JobRunner(_Runner):
                 self._elsewhere(items, tag)
                 continue
             job = _Job(tag, job_id, [], row.model, cancel_requested=row.cancel_requested)
+            job.uploaded = row.input_file  # deleted with its results, should no read name it
             for item in items:
                 if await self._start(item):
                     job.items.append(item)
@@ -888,6 +901,16 @@ class JobRunner(_Runner):
             job.wait = self.spec.poll_interval
             job.due = time.monotonic()
             self.open[tag] = job
+
+    async def _discard_unmade(self, row: JobRow) -> str:
+        """Delete the input file a cut-off submission uploaded (`JobRow.input_file`) for
+        a job that was not made: what the job's record says of it, for its `error` (a
+        failure is a warning naming the file, as `_discard`'s; "" when none was uploaded)."""
+        if row.input_file is None:
+            return ""
+        target = self.jobs.target(row.model)
+        kept = await self._discard(target, row.tag, {"file": row.input_file})
+        return kept or f"; its input file {row.input_file}, uploaded, was deleted"
 
     async def _claim_again(
         self, items: list[_Item], cancelled: bool
@@ -1229,13 +1252,16 @@ class JobRunner(_Runner):
                 )
             await self._set_aside_item(item, unanswered)
             return
+        # It may have run, its result gone: paid, at a cost nothing says (a budget stops on
+        # it).
+        unknown: list[JsonValue] = (
+            [{"provider": self.jobs.provider.name, "model": job.model, "usage": {}}]
+            if paid_unknown
+            else []
+        )
         if row.kind in _UNANSWERED:
             unanswered = RowUnanswered(row)
-            unknown: list[JsonValue] = []
-            if paid_unknown:
-                # It ran, its result gone: paid, at a cost nothing says (a budget stops on it).
-                unknown = [{"provider": self.jobs.provider.name, "model": job.model, "usage": {}}]
-                item.paid.extend(unknown)
+            item.paid.extend(unknown)
             if (
                 # Cancelled by someone (`allama batch cancel`, or at the provider's console):
                 # not sent again, as that would spend what the cancel meant to save.
@@ -1253,6 +1279,9 @@ class JobRunner(_Runner):
                 await self._failed(item, unanswered)
             return
         earlier = list(item.paid)  # handed over with the answer, to be taken out again
+        # A server error's row no result named, of a job that counts it answered: carried,
+        # as what a failed row reports paying is, and counted new below.
+        item.paid.extend(unknown)
         answer = self._answer(item, row, item.warnings, job.job_id or "")
         if isinstance(answer, Error):
             stops = _stops(answer, 1, self.spec.template is not None)
@@ -1874,7 +1903,8 @@ def _paid_unknown(
     """The rows of an ended job to take, and the keys of those counted paid at a cost
     unknown: rows whose results are gone (`LOST`, or every row of a job whose results
     answer 404), which may have run; then rows no line of its results named (one cut
-    short, an answer without its key), which are sent again. No more of them than the job
+    short, an answer without its key; those of a Gemini job that failed on the provider's
+    side, each a server error's), which are sent again. No more of them than the job
     counts answered (`JobState.billed`) and unread (less the answers in hand) are: the
     others were not run, or failed unbilled, though none can be told from those paid, so
     they fail alike. Where it counts none answered, none was paid: rows gone are taken as
@@ -1893,7 +1923,9 @@ def _paid_unknown(
     unread = [
         key
         for key in keys
-        if rows[key].absent and rows[key].kind in _UNANSWERED and key not in gone_keys
+        if rows[key].absent
+        and (rows[key].kind in _UNANSWERED or rows[key].kind == RowKind.ERROR)
+        and key not in gone_keys
     ]
     if not gone:
         return rows, frozenset(unread[:room])
@@ -2017,6 +2049,25 @@ def _may_have_made(error: Error) -> bool:
     """Whether a failed try at making a job may have made it: an answer lost (a timeout, a
     broken connection) or a server's failure, not a refusal or a rate limit."""
     return error.retryable and not isinstance(error, RateLimitedError)
+
+
+def _noting_upload(steps: Steps, uploaded: Mapping[str, str], note: Callable[[str], None]) -> Steps:
+    """A submission's `steps`, with the file they upload (`uploaded["file"]`, as the dialect
+    fills it) handed to `note` before the next request, the job's making, is sent: a run
+    killed while that request is out leaves the file's id in the ledger, and the file is
+    not left at the provider, holding the requests' text, where no one knows of it. (A file
+    of an earlier try was noted then.)"""
+    noted = uploaded.get("file")
+    try:
+        http = next(steps)
+        while True:
+            name = uploaded.get("file")
+            if name is not None and name != noted:
+                note(name)
+                noted = name
+            http = steps.send((yield http))
+    except StopIteration as done:
+        return done.value
 
 
 def _not_ruled_out(tag: str, failed: Error | None, error: Error) -> str:

@@ -120,7 +120,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     updated_at REAL NOT NULL,
     collector TEXT,
     cancel_requested INTEGER NOT NULL DEFAULT 0,
-    clock TEXT
+    clock TEXT,
+    input_file TEXT
 );
 """
 
@@ -131,10 +132,11 @@ schema 2 (provider batch jobs), `source` in 3 (the output a value was read from)
 run that failed it, `""` for none, until the input ends again)."""
 
 
-_ADDED_JOB_COLUMNS = (("clock", "TEXT"),)
+_ADDED_JOB_COLUMNS = (("clock", "TEXT"), ("input_file", "TEXT"))
 """Columns of `jobs` added since, added to older ledgers (which a version without them
 reads and writes as it did): `clock`, the machine's boot and the time since it when the
-job was recorded (`_clock_reading`)."""
+job was recorded (`_clock_reading`); `input_file`, the provider's id of the file uploaded
+for the job, recorded before its making is asked (`Ledger.job_file`)."""
 
 
 EARLIER_VALUE = "\x00"
@@ -173,6 +175,9 @@ class JobRow:
     cancel_requested: bool
     clock: str | None = None
     """When the job was recorded, on this machine's clock since its boot (`_clock_reading`)."""
+    input_file: str | None = None
+    """The file uploaded for it (its requests' text), once uploaded: a run that finds the job
+    was never made deletes it at the provider, as no one else knows of it."""
 
     def submitted_at(self) -> tuple[float, bool]:
         """When the job was recorded, on this machine's clock as it reads now, and whether
@@ -322,13 +327,14 @@ class Ledger:
         self.run_id = uuid.uuid4().hex
         self._read_only = read_only
         self._select = _SELECT
-        self._has_jobs = self._job_clock = True
+        self._has_jobs = self._job_clock = self._job_file = True
         if read_only:
             self._connection = _read_only(self.path)
             self._select = f"SELECT key, {row_columns(self._connection)} FROM items"
             job_columns = {row[1] for row in self._connection.execute("PRAGMA table_info(jobs)")}
             self._has_jobs = bool(job_columns)
             self._job_clock = "clock" in job_columns  # a ledger an earlier version made
+            self._job_file = "input_file" in job_columns
         else:
             check_ledger_file(self.path)
             # By its absolute path: SQLite reads a name such as `file:app.db` as a URI (another
@@ -723,10 +729,20 @@ class Ledger:
                 (job_id, JobPhase.SUBMITTED, time.time(), tag),
             )
 
+    def job_file(self, tag: str, name: str) -> None:
+        """Record the file uploaded for job `tag`, committed before its making is asked: a
+        run cut off before the job was made leaves its id for the next run to delete."""
+        with self._transaction():
+            self._connection.execute(
+                "UPDATE jobs SET input_file = ?, updated_at = ? WHERE tag = ?",
+                (name, time.time(), tag),
+            )
+
     def job_not_submitted(self, tag: str, error: str, *, never_sent: bool = False) -> None:
         """The job does not exist at the provider: its inputs go back to pending.
-        `never_sent`: its submission never reached the provider (the run that made it was
-        cut off first), so the attempt counted for it is given back."""
+        `never_sent`: no job of it was made (the run that submitted it was cut off first;
+        its file may have been uploaded), none of it run, so the attempt counted for it is
+        given back."""
         with self._transaction():
             self._connection.execute(
                 "UPDATE jobs SET state = ?, error = ?, updated_at = ? WHERE tag = ?",
@@ -845,7 +861,8 @@ class Ledger:
             found = self._connection.execute(
                 "SELECT tag, provider, base_url, api, model, job_id, state, outcome, counts, "
                 "error, requests, run_id, created_at, updated_at, collector, cancel_requested, "
-                f"{'clock' if self._job_clock else 'NULL'} FROM jobs ORDER BY rowid"
+                f"{'clock' if self._job_clock else 'NULL'}, "
+                f"{'input_file' if self._job_file else 'NULL'} FROM jobs ORDER BY rowid"
             ).fetchall()
         return [
             JobRow(
@@ -866,6 +883,7 @@ class Ledger:
                 collector=raw[14],
                 cancel_requested=bool(raw[15]),
                 clock=raw[16],
+                input_file=raw[17],
             )
             for raw in found
         ]

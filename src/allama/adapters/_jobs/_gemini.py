@@ -92,7 +92,7 @@ class GeminiJobs:
             data = b"".join(
                 job_line({"key": entry.key, "request": entry.request.body}) for entry in entries
             )
-            name = yield from self._upload(target, data, f"allama-{tag}")
+            name = yield from self._upload(target, data, tag)  # `allama-…`, as the job
             if uploaded is not None:
                 uploaded["file"] = name
             source = {"fileName": name}
@@ -176,11 +176,14 @@ class GeminiJobs:
         entries: list[dict[str, Any] | None] = []
         inline = output.get("inlinedResponses")
         named = isinstance(inline, dict) or isinstance(output.get("responsesFile"), str)
-        if not named and state.billed and state.outcome != "failed":
+        unrun = _server_side(state) if state.outcome == "failed" else None
+        if not named and state.billed and (state.outcome != "failed" or unrun is not None):
             # The API has reported a job SUCCEEDED, its stats counting answers, before naming
             # where they are: read again later, as results answering 404 are, rather than
-            # its rows taken for unanswered (sent again, and paid twice). A job failed whole
-            # names its error instead, and its rows are taken as such.
+            # its rows taken for unanswered (sent again, and paid twice). So is one that
+            # failed on the provider's side counting answers (its rows would be sent again
+            # as server errors). A job refused whole for its input names its error instead,
+            # and its rows are taken as such (counted paid as many as it counts answered).
             raise NotFoundError(_unnamed(state), origin=MessageOrigin.AUTHORED)
         if isinstance(inline, dict):
             listed = inline.get("inlinedResponses") or []
@@ -219,7 +222,6 @@ class GeminiJobs:
             kind = RowKind.CANCELED
         elif state.outcome == "failed":
             kind = RowKind.JOB_FAILED
-            unrun = _server_side(state)
             if unrun is not None:  # not the input's fault: each row is a server error's
                 return {key: rows.get(key) or Row(key, *unrun, absent=True) for key in keys}
         words = state.error_words if kind == RowKind.JOB_FAILED else None
@@ -266,10 +268,12 @@ def _state(job: dict[str, Any]) -> JobState:
 
 
 def _unnamed(state: JobState) -> str:
-    """Why an ended job's results are not read: it named none, though it counts answers."""
+    """Why an ended job's results are not read: it named none, though it counts answers
+    (one that failed says with which error)."""
+    ended = state.status + (f" ({state.error})" if state.outcome == "failed" else "")
     return (
         f"the provider named no responses of job {state.id} to read (no inlinedResponses, "
-        f"no responsesFile), though it ended {state.status} with its stats counting "
+        f"no responsesFile), though it ended {ended} with its stats counting "
         f"{state.billed} of its requests answered"
     )
 

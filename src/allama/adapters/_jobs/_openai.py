@@ -106,7 +106,7 @@ class OpenAIJobs:
             boundary,
             [
                 ("purpose", None, None, b"batch"),
-                ("file", f"allama-{tag}.jsonl", "application/jsonl", data),
+                ("file", f"{tag}.jsonl", "application/jsonl", data),  # the tag: `allama-…`
             ],
         )
         headers = {
