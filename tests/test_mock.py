@@ -459,7 +459,7 @@ def test_an_error_raised_again_holds_what_was_scripted_not_what_an_earlier_raise
     raised = caught.value
     assert (raised.message, raised.status, raised.provider) == ("busy", 529, "mock")
     assert raised.context.metadata["team"] == "infra"
-    assert raised.context.metadata["allama.retry"] == {"attempts": 1}
+    assert raised.context.metadata["allama.retry"] == {"attempts": 1, "gave_up": "max_attempts"}
     record = ExtractionMetadata.from_error(raised)
     assert record is not None and (record.passes, record.usage) == (0, None)
     assert BUSY.context.to_dict() == {"status": 529, "metadata": {"team": "infra"}}

@@ -135,7 +135,7 @@ def test_policy_decisions() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"max_attempts": 0}, "max_attempts must be at least 1, not 0"),
+        ({"max_attempts": 0}, "max_attempts must be a whole number of at least 1, not 0"),
         ({"initial_backoff": -1.0}, "backoff times cannot be negative"),
         ({"multiplier": 0.5}, "multiplier must be at least 1, not 0.5"),
         ({"jitter": 1.5}, "jitter must be between 0 and 1, not 1.5"),
@@ -227,7 +227,7 @@ def test_non_retryable_errors_are_raised_at_once() -> None:
     assert (type(caught.value), caught.value.message) == (InvalidRequestError, "bad request")
     assert inner.call_count == 1
     assert clock.sleeps == []
-    assert attempts_of(caught.value) == {"attempts": 1}
+    assert attempts_of(caught.value) == {"attempts": 1, "gave_up": "not_retryable"}
 
 
 def test_attempts_are_bounded_and_counted_on_the_last_error() -> None:
@@ -243,8 +243,8 @@ def test_attempts_are_bounded_and_counted_on_the_last_error() -> None:
     ]
     assert inner.call_count == 3
     assert clock.sleeps == [0.5, 1.0]
-    assert attempts_of(caught.value) == {"attempts": 3}
-    assert caught.value.as_log()["allama.retry"] == {"attempts": 3}
+    assert attempts_of(caught.value) == {"attempts": 3, "gave_up": "max_attempts"}
+    assert caught.value.as_log()["allama.retry"] == {"attempts": 3, "gave_up": "max_attempts"}
     assert [RETRY_METADATA_KEY in e.context.metadata for e in inner.raised] == [False, False, True]
 
 
@@ -263,7 +263,12 @@ def test_a_retry_after_beyond_the_cap_is_not_retried() -> None:
         retrying(inner, clock, RetryPolicy(max_retry_after=60.0)).chat(REQUEST)
     assert inner.call_count == 1
     assert clock.sleeps == []
-    assert attempts_of(caught.value) == {"attempts": 1}
+    assert attempts_of(caught.value) == {
+        "attempts": 1,
+        "gave_up": "max_retry_after",
+        "retry_after": 120.0,
+        "max_retry_after": 60.0,
+    }
 
 
 def test_a_failover_tried_again_waits_for_the_provider_that_serves_first() -> None:
@@ -301,7 +306,7 @@ def test_a_caller_that_stops_ends_a_retrys_pause_and_its_attempts() -> None:
                 run(provider.achat(REQUEST))
         # Ended as the caller stopped, not 30 s later, and not tried again.
         assert time.monotonic() - began < 10 and inner.call_count == 1
-        assert attempts_of(caught.value) == {"attempts": 1}
+        assert attempts_of(caught.value) == {"attempts": 1, "gave_up": "stopped"}
     # Without a gate (outside a batch run), a wrapper waits as it always did.
     inner = MockProvider([OverloadedError("busy", retry_after=30.0), "ok"])
     clock = Clock()
@@ -402,7 +407,7 @@ def test_the_time_budget_counts_the_calls_and_the_waits() -> None:
     # Failed at t=1, waited 0.5 (1.5 <= 2); failed at t=2.5: a wait of 1.0 would pass 2.0.
     assert clock.sleeps == [0.5]
     assert inner.call_count == 2
-    assert attempts_of(caught.value) == {"attempts": 2}
+    assert attempts_of(caught.value) == {"attempts": 2, "gave_up": "budget", "budget": 2.0}
 
 
 def test_async_retry_uses_the_async_sleep() -> None:
@@ -430,7 +435,7 @@ def test_async_retry_gives_up_like_the_sync_one() -> None:
         run(main())
     assert inner.call_count == 2
     assert clock.sleeps == [0.5]
-    assert attempts_of(caught.value) == {"attempts": 2}
+    assert attempts_of(caught.value) == {"attempts": 2, "gave_up": "not_retryable"}
 
 
 def test_a_stream_is_retried_only_while_it_opens() -> None:
@@ -1582,4 +1587,172 @@ def test_a_retry_around_a_retry_says_both_counts_on_the_error_it_raises() -> Non
     with pytest.raises(ServerError) as caught:
         outer.chat(REQUEST)
     assert inner.call_count == 6
-    assert attempts_of(caught.value) == {"attempts": 2, "inner": {"attempts": 3}}
+    assert attempts_of(caught.value) == {
+        "attempts": 2,
+        "gave_up": "max_attempts",
+        "inner": {"attempts": 3, "gave_up": "max_attempts"},
+    }
+
+
+# A policy's numbers are numbers, and a retry that stops says why
+
+
+@pytest.mark.parametrize(
+    "count", [float("nan"), float("inf"), 2.5, 2.0, True, False, "3", None, 0, -1]
+)
+def test_a_policy_refuses_a_count_of_attempts_that_is_not_a_whole_number(count: Any) -> None:
+    # A NaN count passed `< 1` and every later comparison: the call was retried without end,
+    # each attempt paid for. `True` is an `int`, a flag passed as a count.
+    with pytest.raises(ValueError) as caught:
+        RetryPolicy(max_attempts=count, budget=None)
+    assert str(caught.value) == f"max_attempts must be a whole number of at least 1, not {count!r}"
+    with pytest.raises(ValueError, match="max_attempts must be a whole number of at least 1"):
+        import dataclasses
+
+        dataclasses.replace(RetryPolicy(), max_attempts=count)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("jitter", float("nan")),
+        ("jitter", True),
+        ("budget", True),
+        ("max_retry_after", False),
+        ("initial_backoff", True),
+        ("max_backoff", "20"),
+        ("multiplier", None),
+        ("max_retry_after", None),
+    ],
+)
+def test_a_policy_refuses_a_flag_or_text_for_a_time_or_a_factor(name: str, value: Any) -> None:
+    with pytest.raises(ValueError) as caught:
+        RetryPolicy(**{name: value})
+    assert str(caught.value) == f"{name} must be a number, not {value!r}"
+
+
+def test_a_policy_takes_whole_numbers_of_seconds_and_no_bound() -> None:
+    policy = RetryPolicy(max_attempts=1, initial_backoff=0, max_backoff=5, budget=10, jitter=0)
+    assert (policy.max_attempts, policy.budget) == (1, 10)
+    assert RetryPolicy(budget=None).budget is None
+    assert RetryPolicy(budget=float("inf"), max_retry_after=float("inf")).max_attempts == 3
+
+
+def _gave_up(provider: RetryingProvider, flavour: str, error: type[Error] = Error) -> Any:
+    """The `allama.retry` record of the error `provider` raised, called sync or async."""
+    with pytest.raises(error) as caught:
+        if flavour == "sync":
+            provider.chat(REQUEST)
+        else:
+            run(provider.achat(REQUEST))
+    return attempts_of(caught.value)
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_a_wait_asked_beyond_max_retry_after_is_said_with_both_numbers(flavour: str) -> None:
+    clock = Clock()
+    inner = MockProvider([RateLimitedError("slow down, says the provider", retry_after=120.0)])
+    record = _gave_up(retrying(inner, clock), flavour, RateLimitedError)
+    assert record == {
+        "attempts": 1,
+        "gave_up": "max_retry_after",
+        "retry_after": 120.0,
+        "max_retry_after": 60.0,
+    }
+    assert (inner.call_count, clock.sleeps) == (1, [])
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_a_time_budget_with_no_room_for_the_next_wait_is_said(flavour: str) -> None:
+    clock = Clock()
+    inner = MockProvider([OverloadedError("busy")] * 3 + ["ok"])
+    policy = RetryPolicy(jitter=0.0, initial_backoff=10.0, budget=15, max_attempts=5)
+    record = _gave_up(retrying(inner, clock, policy), flavour, OverloadedError)
+    # Waited 10 s after the first; 10 + 20 would end past 15.
+    assert record == {"attempts": 2, "gave_up": "budget", "budget": 15.0}
+    assert (inner.call_count, clock.sleeps) == (2, [10.0])
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_attempts_spent_and_an_error_not_worth_retrying_are_told_apart(flavour: str) -> None:
+    clock = Clock()
+    spent = MockProvider([ServerError("busy")] * 3 + ["ok"])
+    assert _gave_up(retrying(spent, clock), flavour, ServerError) == {
+        "attempts": 3,
+        "gave_up": "max_attempts",
+    }
+    refused = MockProvider([ServerError("busy"), InvalidRequestError("bad"), "ok"])
+    assert _gave_up(retrying(refused, clock), flavour, InvalidRequestError) == {
+        "attempts": 2,
+        "gave_up": "not_retryable",
+    }
+    # On its last attempt, an error not worth retrying says so: none was left, but it would
+    # not have been sent again either.
+    last = MockProvider([InvalidRequestError("bad")])
+    one = RetryPolicy(max_attempts=1)
+    assert _gave_up(retrying(last, clock, one), flavour) == {
+        "attempts": 1,
+        "gave_up": "not_retryable",
+    }
+    # A failover whose providers all refused the account: not worth sending again.
+    refusing = FailoverProvider(
+        [MockProvider([allama.AuthenticationError("bad key")], name=n) for n in ("a", "b")]
+    )
+    assert _gave_up(retrying(refusing, clock), flavour, allama.AuthenticationError) == {
+        "attempts": 1,
+        "gave_up": "not_retryable",
+    }
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_a_wait_no_sleep_takes_is_said(flavour: str) -> None:
+    clock = Clock()
+    inner = MockProvider([ServerError("a"), ServerError("b"), "ok"])
+    policy = RetryPolicy(
+        max_backoff=float("inf"), budget=1e308, multiplier=1e300, jitter=0.0, max_attempts=4
+    )
+    record = _gave_up(retrying(inner, clock, policy), flavour, ServerError)
+    assert record == {"attempts": 2, "gave_up": "wait_too_long"}
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_a_wrapper_closed_during_its_wait_says_it_closed(flavour: str) -> None:
+    inner = MockProvider([ServerError("busy"), "never"])
+    provider: RetryingProvider
+
+    def sleep(seconds: float) -> None:
+        provider.close()
+
+    async def async_sleep(seconds: float) -> None:
+        await provider.aclose()
+
+    provider = RetryingProvider(inner, sleep=sleep, async_sleep=async_sleep, random=lambda: 0.5)
+    assert _gave_up(provider, flavour, ServerError) == {"attempts": 1, "gave_up": "closed"}
+    assert inner.call_count == 1
+
+
+def test_a_stream_that_gives_up_while_it_opens_says_why() -> None:
+    clock = Clock()
+    inner = MockStreamingProvider().then_setup_error(RateLimitedError("later", retry_after=90.0))
+    with pytest.raises(RateLimitedError) as caught:
+        retrying(inner, clock).chat_stream(REQUEST)
+    assert attempts_of(caught.value) == {
+        "attempts": 1,
+        "gave_up": "max_retry_after",
+        "retry_after": 90.0,
+        "max_retry_after": 60.0,
+    }
+
+
+def test_why_a_retry_gave_up_is_in_the_log_line_and_never_the_providers_words() -> None:
+    clock = Clock()
+    words = "Please wait two minutes, key sk-secret"
+    inner = MockProvider([RateLimitedError(words, retry_after=120.0)])
+    with pytest.raises(RateLimitedError) as caught:
+        retrying(inner, clock).chat(REQUEST)
+    line = str(caught.value.as_log())
+    assert (
+        "allama.retry.attempts=1 allama.retry.gave_up=max_retry_after "
+        "allama.retry.retry_after=120.0 allama.retry.max_retry_after=60.0"
+    ) in line
+    assert "sk-secret" not in repr(attempts_of(caught.value)) and "Please" not in line

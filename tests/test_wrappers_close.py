@@ -103,7 +103,7 @@ def _ended_by_close(error: BaseException | None, server: _Server) -> None:
     only request the server saw."""
     assert isinstance(error, ServerError)
     assert error.status == 500
-    assert error.context.metadata["allama.retry"] == {"attempts": 1}
+    assert error.context.metadata["allama.retry"] == {"attempts": 1, "gave_up": "closed"}
     assert server.posts == 1
 
 

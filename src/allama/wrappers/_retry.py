@@ -1,14 +1,16 @@
 """Retry with exponential backoff: the decision written once, driven by a sync and an async loop.
 
 Each attempt is a separate paid call, so the number of attempts is never hidden: it goes on
-the context metadata of the error that is finally raised (`allama.retry`), and on a response
-that needed more than one attempt (`provider_data["allama"]["retry"]`).
+the context metadata of the error that is finally raised (`allama.retry`), with why no
+further attempt was made (`gave_up`), and on a response that needed more than one attempt
+(`provider_data["allama"]["retry"]`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import numbers
 import random
 import threading
 import time
@@ -49,9 +51,20 @@ from allama.wrappers._record import (
 __all__ = ["RETRY_METADATA_KEY", "RetryPolicy", "RetryingProvider"]
 
 RETRY_METADATA_KEY = "allama.retry"
-"""The error-context metadata key holding `{"attempts": n}` for the error a retry gave up on."""
+"""The error-context metadata key holding `{"attempts": n, "gave_up": why}` for the error a
+retry gave up on (`RetryPolicy` lists the reasons)."""
 
 _RETRY_DATA_KEY = "retry"
+_GAVE_UP = "gave_up"
+
+_SECONDS_AND_FACTORS = (
+    "initial_backoff",
+    "max_backoff",
+    "multiplier",
+    "jitter",
+    "budget",
+    "max_retry_after",
+)
 
 R = TypeVar("R")
 
@@ -77,6 +90,13 @@ class RetryPolicy:
     again. `budget` bounds the whole call in seconds, from the first attempt: a retry whose
     wait would end after it is not made. `None` means no time bound (attempts still are).
 
+    The error a retry raises says why it made no further attempt, under `gave_up` in its
+    `allama.retry` record: `"not_retryable"` (the error is not worth sending again),
+    `"max_attempts"` (all made), `"max_retry_after"` (the provider asked to wait longer:
+    `retry_after` and `max_retry_after` give both), `"budget"` (the next wait would end past
+    it, given as `budget`), `"wait_too_long"` (longer than any sleep takes), `"stopped"` (its
+    caller, a batch run, stopped during the wait) or `"closed"` (the wrapper was).
+
     >>> policy = RetryPolicy(jitter=0.0)
     >>> from allama.errors import RateLimitedError, InvalidRequestError
     >>> policy.delay(1, RateLimitedError("slow down", retry_after=3.0), elapsed=0.0, unit=0.5)
@@ -94,12 +114,18 @@ class RetryPolicy:
     max_retry_after: float = 60.0
 
     def __post_init__(self) -> None:
-        for name in ("initial_backoff", "max_backoff", "multiplier", "budget", "max_retry_after"):
+        # `bool` is an `int`: a flag passed as a count or as seconds is a mistake too. A NaN
+        # count passed every comparison and retried without end, each attempt paid.
+        attempts = self.max_attempts
+        if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
+            raise ValueError(f"max_attempts must be a whole number of at least 1, not {attempts!r}")
+        for name in _SECONDS_AND_FACTORS:
             value = getattr(self, name)
-            if value is not None and value != value:  # NaN passes every comparison below
-                raise ValueError(f"{name} must be a number, not {value}")
-        if self.max_attempts < 1:
-            raise ValueError(f"max_attempts must be at least 1, not {self.max_attempts}")
+            if value is None and name == "budget":
+                continue
+            # NaN passes every comparison below.
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or value != value:
+                raise ValueError(f"{name} must be a number, not {value!r}")
         if self.initial_backoff < 0 or self.max_backoff < 0:
             raise ValueError("backoff times cannot be negative")
         if self.multiplier < 1:
@@ -136,21 +162,36 @@ class RetryPolicy:
         `attempts` is how many attempts were made so far, `elapsed` the seconds since the first
         began, `unit` a random number in [0, 1) for the jitter.
         """
+        decided = self._decide(attempts, error, elapsed=elapsed, unit=unit)
+        return None if isinstance(decided, dict) else decided
+
+    def _decide(
+        self, attempts: int, error: Error, *, elapsed: float, unit: float
+    ) -> float | dict[str, JsonValue]:
+        """`delay`, with why it gives up: the entries it adds to the `allama.retry` record
+        (allama's words and the policy's numbers, never the provider's)."""
         # A failover's error is its last provider's, its chain the others': one of them
         # that may pass (overloaded a moment) serves the next attempt, though the backup's
-        # refused key is what was raised (`may_pass_again`).
-        if attempts >= self.max_attempts or not may_pass_again(error):
-            return None
+        # refused key is what was raised (`may_pass_again`). One that may not would not
+        # have been sent again with attempts left either: that is said first.
+        if not may_pass_again(error):
+            return {_GAVE_UP: "not_retryable"}
+        if attempts >= self.max_attempts:
+            return {_GAVE_UP: "max_attempts"}
         wait = self.backoff(attempts, unit)
         retry_after = asked_wait(error)
         if retry_after is not None:
             if retry_after > self.max_retry_after:
-                return None
+                return {
+                    _GAVE_UP: "max_retry_after",
+                    "retry_after": float(retry_after),
+                    "max_retry_after": float(self.max_retry_after),
+                }
             wait = max(wait, retry_after)
         if self.budget is not None and elapsed + wait > self.budget:
-            return None
+            return {_GAVE_UP: "budget", "budget": float(self.budget)}
         if wait > _LONGEST_SLEEP:  # (a finite budget of ages): no sleep takes it, given up
-            return None
+            return {_GAVE_UP: "wait_too_long"}
         return wait
 
 
@@ -174,18 +215,24 @@ class _Attempts:
         self.count += 1
 
     def after_failure(self, error: Error) -> float | None:
-        """The wait before trying again; `None` after recording the attempts on `error`
-        (`give_up`)."""
+        """The wait before trying again; `None` after recording the attempts on `error`,
+        and why no further one is made (`give_up`)."""
         elapsed = self._clock() - self._start
-        wait = self._policy.delay(self.count, error, elapsed=elapsed, unit=self._random())
-        if wait is None:
-            self.give_up(error)
-        return wait
+        decided = self._policy._decide(self.count, error, elapsed=elapsed, unit=self._random())
+        if isinstance(decided, dict):
+            self.give_up(error, decided)
+            return None
+        return decided
 
-    def give_up(self, error: Error) -> None:
-        """Record the attempts on `error`, the one raised: around an inner retry's, which
-        made its own for each of these."""
-        record: dict[str, JsonValue] = {"attempts": self.count}
+    def cut(self, error: Error, lifetime: _Lifetime) -> None:
+        """`give_up` after a pause that ended with no further attempt: the wrapper closed,
+        or its caller stopped."""
+        self.give_up(error, {_GAVE_UP: "closed" if lifetime.ended else "stopped"})
+
+    def give_up(self, error: Error, why: dict[str, JsonValue]) -> None:
+        """Record the attempts on `error`, the one raised, and `why` no further one is made:
+        around an inner retry's, which made its own for each of these."""
+        record: dict[str, JsonValue] = {"attempts": self.count, **why}
         inner = error.context.metadata.get(RETRY_METADATA_KEY)
         if isinstance(inner, dict):
             record[INNER_RECORD] = inner
@@ -338,7 +385,7 @@ class RetryingProvider(Wrapper):
                         paid_before_foreign(raised, paid)
                         raise
                     if not going_on:  # the caller stopped or closed meanwhile: no more tries
-                        attempts.give_up(error)
+                        attempts.cut(error, lifetime)
                         raise
                     attempts.go_on(error)
                 except BaseException as raised:  # the provider's own: the attempts before paid
@@ -365,7 +412,7 @@ class RetryingProvider(Wrapper):
                         paid_before_foreign(raised, paid)
                         raise
                     if not going_on:
-                        attempts.give_up(error)
+                        attempts.cut(error, lifetime)
                         raise
                     attempts.go_on(error)
                 except BaseException as raised:
