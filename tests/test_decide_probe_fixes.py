@@ -5,6 +5,8 @@ read, named as such."""
 from __future__ import annotations
 
 import asyncio
+import enum
+import json
 import math
 from typing import Any, Literal
 
@@ -13,6 +15,7 @@ import pytest
 import allama
 from _recording import prompt_only_over, provider
 from allama import ChatRequest, ExtractionMode, Extractor, MissingToolCallError, ParseError
+from allama.extract._choices import options_of
 from allama.extract._probabilities import Measured, Spelling, measure
 from allama.types import RequestField, TokenAlternative, TokenLogprob
 
@@ -956,3 +959,268 @@ def test_ollama_tokens_that_do_not_spell_the_answer_are_named_so(is_async: bool)
         target, _ = provider("ollama", (200, answer), base_url="http://127.0.0.1:9")
         decision = decided(is_async, Extractor(), target, tp, ChatRequest("qwen3:8b").user("q"))
         assert all(not w.is_about(RequestField.LOGPROBS) for w in decision.response.warnings)
+
+
+# 13. A stop sequence that could end the answer within an option gave another option,
+# recorded exact (llama.cpp and Gemini leave the stop sequence out of the text: `New` of
+# `New York` at `" York"`), or failed after paying (a JSON answer). Refused before sending.
+
+NEW_YORK = Literal["New", "New York"]
+
+
+def gemini_answer(text: str) -> dict[str, Any]:
+    return {
+        "candidates": [
+            {"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP"}
+        ],
+        "usageMetadata": {"promptTokenCount": 40, "candidatesTokenCount": 1, "totalTokenCount": 41},
+        "modelVersion": "gemini-2.0-flash",
+    }
+
+
+def stop_refusal(stop: str, option: str, name: str = "Literal['New', 'New York']") -> str:
+    return (
+        f"the stop sequence {stop} could end the answer within the option {option} of {name}, "
+        "which would then be read as another option, or as none: leave it out of `stop` for "
+        "a decision"
+    )
+
+
+STRATEGIES = pytest.mark.parametrize(
+    ("preset", "model", "plain"),
+    [
+        ("llama-cpp", "m", False),  # a grammar
+        ("gemini", "gemini-2.0-flash", False),  # text/x.enum
+        ("openai", "gpt-4o-mini", False),  # a JSON Schema enum
+        ("openai", "gpt-4o-mini", True),  # the prompt alone
+    ],
+)
+
+
+@SIDES
+@STRATEGIES
+@pytest.mark.parametrize(
+    ("stop", "option"),
+    [(" York", "New York"), ("York, NY", "New York"), ("ew", "New"), ("N", "New")],
+)
+def test_a_stop_sequence_that_could_cut_an_option_is_refused_before_sending(
+    is_async: bool, preset: str, model: str, plain: bool, stop: str, option: str
+) -> None:
+    target, recorder = provider(preset, (200, completion("New")), base_url="http://127.0.0.1:9/v1")
+    if preset != "llama-cpp":
+        target, recorder = provider(preset, (200, completion("New")))
+    if plain:
+        target = prompt_only_over(target)
+    request = ChatRequest(model, stop=("\n\n", stop)).user("Where is Manhattan?")
+    error = failed(is_async, Extractor(), target, NEW_YORK, request, allama.InvalidRequestError)
+    assert str(error) == stop_refusal(f'"{stop}"', f"`{option}`")
+    assert (error.provider, error.context.model) == (preset, model)
+    assert recorder.bodies == []
+
+
+@SIDES
+def test_a_stop_sequence_that_cannot_cut_an_option_is_sent(is_async: bool) -> None:
+    # `York City` ends no option's tail where `New` may stop; `Boston` holds none.
+    target, recorder = provider(
+        "llama-cpp", (200, completion("New")), base_url="http://127.0.0.1:9/v1"
+    )
+    request = ChatRequest("m", stop=("\n", "Boston", "END")).user("Where is Manhattan?")
+    decision = decided(is_async, Extractor(), target, NEW_YORK, request)
+    assert decision.value == "New"
+    assert recorder.bodies[0]["stop"] == ["\n", "Boston", "END"]
+    target, recorder = provider("gemini", (200, gemini_answer("No")))
+    request = ChatRequest("gemini-2.0-flash", stop=("Yess", "!")).user("q")
+    assert decided(is_async, Extractor(), target, bool, request).value is False
+    assert recorder.bodies[0]["generationConfig"]["stopSequences"] == ["Yess", "!"]
+
+
+def test_a_stop_sequence_and_a_long_option_are_quoted_by_their_start() -> None:
+    long = "x" * 5000
+    target, recorder = provider("llama-cpp", (200, {}), base_url="http://127.0.0.1:9/v1")
+    tp = Literal[long, "xy"]
+    name = "Literal[... 2 options]"
+    with pytest.raises(allama.InvalidRequestError) as caught:
+        allama.decide(target, tp, ChatRequest("m", stop=("xx",)).user("q"))
+    assert str(caught.value) == stop_refusal('"xx"', f"`{'x' * 60}`… (5000 characters)", name)
+    stop = "y" + "z" * 99
+    with pytest.raises(allama.InvalidRequestError) as caught:
+        allama.decide(target, tp, ChatRequest("m", stop=(stop,)).user("q"))
+    shown = f'"y{"z" * 59}"… (100 characters)'
+    assert str(caught.value) == stop_refusal(shown, "`xy`", name)
+    assert recorder.bodies == []
+
+
+def test_a_json_answer_is_cut_where_the_options_json_string_is() -> None:
+    # In JSON, `say "hi"` is written `say \"hi\"`: `\` cuts it there, and `y "` does not.
+    tp = Literal['say "hi"', "no"]
+    target, recorder = provider("openai", (200, completion('{"value":"no"}')))
+    with pytest.raises(allama.InvalidRequestError) as caught:
+        allama.decide(target, tp, ChatRequest("gpt-4o-mini", stop=("\\",)).user("q"))
+    assert str(caught.value) == stop_refusal('"\\\\"', '`say "hi"`', "Literal['say \"hi\"', 'no']")
+    decision = allama.decide(target, tp, ChatRequest("gpt-4o-mini", stop=('y "',)).user("q"))
+    assert decision.value == "no"
+    assert recorder.bodies[0]["stop"] == ['y "']
+
+
+# 14. Through a failover, the choice route was taken on its first provider's capability: one
+# failed over to without a plain-text choice (OpenAI's Chat Completions) was sent no
+# constraint at all, with a warning that said the options went as a JSON Schema enum.
+
+BUSY = (503, {"error": {"message": "overloaded", "type": "server_error"}})
+
+
+def sent_enum(body: dict[str, Any]) -> Any:
+    schema = body["response_format"]["json_schema"]["schema"]
+    return schema["enum"] if "enum" in schema else schema["properties"]["value"]["enum"]
+
+
+@SIDES
+def test_a_failover_to_a_provider_without_a_choice_sends_the_options_as_an_enum(
+    is_async: bool,
+) -> None:
+    first, busy = provider("llama-cpp", BUSY, base_url="http://127.0.0.1:9/v1")
+    # The plan is the first provider's (`allama.extract.plan`): llama.cpp takes the enum
+    # at the root, so it goes unwrapped.
+    second, recorder = provider("openai", (200, completion('"No"')))
+    failover = allama.FailoverProvider([first, second])
+    decision = decided(is_async, Extractor(), failover, bool, ChatRequest("gpt-4o-mini").user("q"))
+    assert decision.value is False
+    assert "grammar" not in busy.bodies[0]
+    assert sent_enum(recorder.bodies[0]) == ["Yes", "No"]
+    said = [w.message for w in (*decision.metadata.degradations, *decision.response.warnings)]
+    assert not any("choice output" in message for message in said)
+    # Where each provider holds a choice, it is sent as one: a grammar, then text/x.enum.
+    first, busy = provider("llama-cpp", BUSY, base_url="http://127.0.0.1:9/v1")
+    second, recorder = provider("gemini", (200, gemini_answer("No")))
+    failover = allama.FailoverProvider([first, second])
+    request = ChatRequest("gemini-2.0-flash").user("q")
+    decision = decided(is_async, Extractor(), failover, bool, request)
+    assert decision.value is False
+    assert busy.bodies[0]["grammar"] == 'root ::= "Yes" | "No"'
+    assert recorder.bodies[0]["generationConfig"]["responseMimeType"] == "text/x.enum"
+    assert decision.metadata.enforcement.value == "exact"
+
+
+# 15. Under repair, a JSON number or boolean that is an option's value (`2` of
+# `Literal[1, 2, 3]`, `true` of `bool`) failed where it came in the object asked for: only
+# a string was read loosely there, though the bare `2` was read.
+
+
+@SIDES
+@pytest.mark.parametrize(
+    ("tp", "text", "expected"),
+    [
+        (Literal[1, 2, 3], '{"value": 2}', 2),
+        (Literal[1, 2, 3], '{"value": 2.0}', 2),
+        (bool, '{"value": true}', True),
+        (bool, "false", False),
+        (Literal[True, False], '{"value": true}', True),
+    ],
+)
+def test_a_json_number_or_boolean_that_is_an_options_value_is_read_under_repair(
+    is_async: bool, tp: Any, text: str, expected: Any
+) -> None:
+    target, _ = provider("openai-compatible", (200, completion(text)), base_url="http://h/v1")
+    request = ChatRequest("m").user("q")
+    decision = decided(is_async, Extractor(repair=True), target, tp, request)
+    assert decision.value == expected and type(decision.value) is type(expected)
+    assert decision.metadata.repaired is True
+    target, _ = provider("openai-compatible", (200, completion(text)), base_url="http://h/v1")
+    failed(is_async, Extractor(), target, tp, request, ParseError)
+
+
+@SIDES
+def test_an_options_value_as_json_is_read_where_the_type_goes_unwrapped(is_async: bool) -> None:
+    target, _ = provider("ollama", (200, ollama_answer("true", [])), base_url="http://127.0.0.1:9")
+    request = ChatRequest("qwen3:8b").user("q")
+    decision = decided(is_async, Extractor(repair=True), target, bool, request)
+    assert (decision.value, decision.metadata.repaired) == (True, True)
+
+
+@SIDES
+@pytest.mark.parametrize(
+    ("tp", "text"),
+    [
+        (bool, '{"value": 1}'),  # `1` is no boolean
+        (Literal[1, 2, 3], '{"value": true}'),  # nor `true` a number
+        (Literal[1, 2, 3], '{"value": 4}'),
+        (Literal[1, 2, 3], '{"value": 2.5}'),
+    ],
+)
+def test_a_json_number_or_boolean_of_no_option_is_still_refused(
+    is_async: bool, tp: Any, text: str
+) -> None:
+    target, _ = provider("openai-compatible", (200, completion(text)), base_url="http://h/v1")
+    request = ChatRequest("m").user("q")
+    error = failed(is_async, Extractor(repair=True), target, tp, request, ParseError)
+    assert error.metadata.passes == 1
+
+
+# 16. Repair did not read a full stop outside the emphasis or quotes (`**Yes**.`, `'Yes'.`),
+# nor curly quotes (`“Yes”`).
+
+OUTSIDE = [
+    ("**Yes**.", True),
+    ("'Yes'.", True),
+    ("“Yes”", True),
+    ("\u2018No\u2019", False),
+    ('"No".', False),
+    ("**“no.”**.", False),
+]
+
+
+@SIDES
+@pytest.mark.parametrize(("text", "expected"), OUTSIDE)
+def test_repair_reads_a_full_stop_outside_the_quotes_and_curly_quotes(
+    is_async: bool, text: str, expected: bool
+) -> None:
+    target, _ = provider("llama-cpp", (200, completion(text)), base_url="http://127.0.0.1:9/v1")
+    decision = decided(is_async, Extractor(repair=True), target, bool, ChatRequest("m").user("q"))
+    assert (decision.value, decision.metadata.repaired) == (expected, True)
+    body = completion(json.dumps({"value": text}))
+    target, _ = provider("deepinfra", (200, body))
+    decision = decided(is_async, Extractor(repair=True), target, bool, ChatRequest("m").user("q"))
+    assert (decision.value, decision.metadata.repaired) == (expected, True)
+
+
+@SIDES
+@pytest.mark.parametrize("text", ["“Yes” or “No”", "**Yes**, **No**.", "'Yes'. 'No'."])
+def test_repair_reads_no_answer_that_names_two_options(is_async: bool, text: str) -> None:
+    target, _ = provider("llama-cpp", (200, completion(text)), base_url="http://127.0.0.1:9/v1")
+    request = ChatRequest("m").user("q")
+    failed(is_async, Extractor(repair=True), target, bool, request, ParseError)
+
+
+# 17. Options alike once Unicode-normalized (`café` composed, and with a combining accent)
+# were taken as two: the model writes either for one word.
+
+
+def test_options_alike_once_normalized_are_refused_as_alike() -> None:
+    tp = Literal["café", "cafe\u0301"]
+    with pytest.raises(ValueError) as caught:
+        allama.decide(provider("openai", (200, {}))[0], tp, ChatRequest("m").user("q"))
+    assert str(caught.value) == (
+        "Literal['café', 'cafe\u0301'] has two options written `café` and `cafe\u0301` "
+        "('café' and 'cafe\u0301'); the model could not tell them apart ('caf\\xe9' and "
+        "'cafe\\u0301' are the same text once Unicode-normalized (NFC))"
+    )
+
+    class Drink(enum.Enum):
+        CAFE = " cafe\u0301"
+        TEA = "café"
+
+    with pytest.raises(ValueError) as caught:
+        options_of(Drink)
+    assert str(caught.value) == (
+        "Drink has two options written ` cafe\u0301` and `café` (<Drink.CAFE: ' cafe\u0301'> "
+        "and <Drink.TEA: 'café'>); the model could not tell them apart (' cafe\\u0301' and "
+        "'caf\\xe9' are the same text once Unicode-normalized (NFC), and read without the "
+        "space at its ends)"
+    )
+    # Labels alike by their space alone are refused as before.
+    with pytest.raises(ValueError) as caught:
+        options_of(Literal["yes", " yes"])
+    assert str(caught.value).endswith(
+        "the model could not tell them apart (an answer is read without the space at its ends)"
+    )
+    assert options_of(Literal["café", "cafe"]).labels == ("café", "cafe")

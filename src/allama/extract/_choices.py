@@ -10,6 +10,7 @@ has: a plain-text choice, a JSON Schema enum, a tool argument, or the prompt alo
 from __future__ import annotations
 
 import typing
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
@@ -85,7 +86,7 @@ def options_of(
     if descriptions is not None:
         found = _described(found, descriptions, name)
     if allow_abstain:
-        if any(option.label.strip() == ABSTAIN_LABEL for option in found):
+        if any(_alike(option.label) == ABSTAIN_LABEL for option in found):
             raise ValueError(
                 f"{name} already has an option `{ABSTAIN_LABEL}`; it cannot also abstain"
             )
@@ -149,13 +150,20 @@ def _literal_label(value: Any) -> str:
     )
 
 
+def _alike(label: str) -> str:
+    """What a label is told apart by: its text without the space at its ends, in Unicode's
+    composed form (NFC), since `é` and `e` with a combining accent are one word to a reader,
+    and a model writes either."""
+    return unicodedata.normalize("NFC", label.strip())
+
+
 def _check_distinct(options: list[Option], name: str) -> None:
     seen: dict[str, Option] = {}
     values: dict[Any, Option] = {}
     for option in options:
-        label = option.label.strip()
-        if not label:
+        if not option.label.strip():
             raise ValueError(f"{name} has an option written as a blank string")
+        label = _alike(option.label)
         other = seen.get(label)
         if other is not None:
             same = other.label == option.label
@@ -163,7 +171,7 @@ def _check_distinct(options: list[Option], name: str) -> None:
             raise ValueError(
                 f"{name} has two options written {written} "
                 f"({other.value!r} and {option.value!r}); the model could not tell them apart"
-                + ("" if same else " (an answer is read without the space at its ends)")
+                + _why_alike(other.label, option.label)
             )
         seen[label] = option
         twin = values.get(option.value)
@@ -174,6 +182,19 @@ def _check_distinct(options: list[Option], name: str) -> None:
                 "tell them apart"
             )
         values[option.value] = option
+
+
+def _why_alike(first: str, second: str) -> str:
+    """What makes two labels alike that are not written the same (`_alike`)."""
+    if first == second:
+        return ""
+    if first.strip() == second.strip():
+        return " (an answer is read without the space at its ends)"
+    spaced = first.strip() != first or second.strip() != second
+    return (
+        f" ({first!a} and {second!a} are the same text once Unicode-normalized "
+        "(NFC)" + (", and read without the space at its ends" if spaced else "") + ")"
+    )
 
 
 def _described(options: list[Option], descriptions: Mapping[Any, str], name: str) -> list[Option]:

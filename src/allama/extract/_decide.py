@@ -2,13 +2,15 @@
 and the probability of each option where the provider reports token log-probabilities.
 
 The constraint, best first: a plain-text choice (`ResponseFormat.choice`: Gemini's
-`text/x.enum`, llama.cpp's grammar); else the extraction engine with the options as a JSON
+`text/x.enum`, llama.cpp's grammar; through a failover, only where each of its providers
+has one); else the extraction engine with the options as a JSON
 Schema enum (native or forced tool, wrapped where the dialect needs an object root); else
 the options in the prompt alone, recorded as not enforced. Where the caller insists on
 log-probabilities (`probabilities=True`) and none can be had, the decision is refused
 before sending: the model reports none (or none at the request's reasoning effort), or the
-answer would come as a forced tool's arguments, which have none. In every case the answer is
-checked against the options: a value outside them is never returned.
+answer would come as a forced tool's arguments, which have none; so is a stop sequence that
+could end the answer within an option, which would then be read as another. In every case
+the answer is checked against the options: a value outside them is never returned.
 
 Written once as a generator, like extraction, and driven by the same sync and async loops.
 """
@@ -19,6 +21,7 @@ import contextlib
 import json
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass
+from enum import Enum
 from functools import lru_cache
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
@@ -75,6 +78,7 @@ from allama.types import (
     UserMessage,
     Warning,
 )
+from allama.wrappers._lifetime import sent_through
 
 __all__ = ["PROMPT_OPTION", "Decision", "decide_steps", "options_of"]
 
@@ -202,6 +206,7 @@ def decide_steps(
     strategy, mode = _strategy(provider, request, requested)
     if request.tools:  # refused before sending, as extraction refuses them, in every strategy
         raise ToolConflictError(provider=provider.name, metadata=ExtractionMetadata.new(mode))
+    _check_stops(provider, request, options, in_json=strategy == _Strategy.EXTRACT)
     logprobs = _logprobs_plan(provider, request, mode, strategy, probabilities)
     asked = _instructed(request, options, plain=strategy != _Strategy.EXTRACT)
     if logprobs.ask:
@@ -230,7 +235,10 @@ def _json_steps(
     option, and so is an answer the JSON read refuses that names one as a plain answer
     would (`Yes`, or `"Yes"` where an object was asked for): both recorded as repaired."""
     labels = options.labels
-    target_type: Any = _loose_labels(labels) if settings.repair else Literal[labels]
+    if settings.repair:
+        target_type: Any = _loose_labels(labels, _scalars(options))
+    else:
+        target_type = Literal[labels]
     inner = extract_steps(settings, provider, target_type, request)
     if settings.repair:
         read = yield from _plain_where_json_fails(inner, options, provider.name)
@@ -241,7 +249,8 @@ def _json_steps(
         extracted = yield from inner
     label = extracted.value
     response, metadata = extracted.response, extracted.metadata
-    if settings.repair and _written(extracted.source, metadata) not in (None, label):
+    written = _written(extracted.source, metadata) if settings.repair else None
+    if written is not None and written != label:
         metadata.repaired = True
         return response, metadata, label, _REPAIRED
     return response, metadata, label, _json_spelling(response, label, metadata)
@@ -290,13 +299,22 @@ def _plain_where_json_fails(
 def _named_plainly(
     request: ChatRequest, outcome: Outcome, options: Options, provider: str
 ) -> Option | None:
-    """The option a text answer names read as a plain answer under repair; `None` for an
-    error, a tool call's answer (`request.tools` are the engine's forced tool: a decision
-    refuses the caller's own), and text that names none."""
+    """The option a text answer names read as a plain answer under repair, or as a JSON
+    number or boolean that is its option's value; `None` for an error, a tool call's answer
+    (`request.tools` are the engine's forced tool: a decision refuses the caller's own), and
+    text that names none."""
     if not isinstance(outcome, ChatResponse) or request.tools:
         return None
     read = _read_plain(outcome, options, ExtractionMode.NATIVE, provider, repair=True)
-    return None if isinstance(read, _Failure) else read[0]
+    if not isinstance(read, _Failure):
+        return read[0]
+    # A JSON number or boolean alone (`true` where an object was asked for): its option.
+    try:
+        data = json.loads(outcome.text() or "")
+    except (ValueError, RecursionError):
+        return None
+    label = _scalar_label(data, _scalars(options))
+    return None if label is None else options.option(label)
 
 
 def _record_of(inner: Generator[Send, Outcome, Extracted[Any]]) -> ExtractionMetadata:
@@ -313,14 +331,81 @@ def _record_of(inner: Generator[Send, Outcome, Extracted[Any]]) -> ExtractionMet
 def _strategy(
     provider: ChatProvider, request: ChatRequest, requested: ExtractionMode
 ) -> tuple[str, ExtractionMode]:
-    if requested is not ExtractionMode.FORCED_TOOL:
-        choice = provider.chat_capability(request.model, ChatCapability.CHOICE_OUTPUT)
-        if choice is CapabilitySupport.SUPPORTED:
-            return _Strategy.CHOICE, ExtractionMode.NATIVE
+    if requested is not ExtractionMode.FORCED_TOOL and _choice_everywhere(provider, request.model):
+        return _Strategy.CHOICE, ExtractionMode.NATIVE
     mode, _ = select_mode(provider, request, requested)
     if mode is ExtractionMode.AUTO:
         return _Strategy.PROMPT, ExtractionMode.NATIVE
     return _Strategy.EXTRACT, mode
+
+
+def _choice_everywhere(provider: ChatProvider, model: str) -> bool:
+    """Whether the provider holds a plain-text answer to the options, and so does each
+    provider it sends through. A failover answers capability questions as its first
+    provider, but a choice failed over to one without it (OpenAI's Chat Completions) would
+    go unconstrained: the options go as a JSON Schema enum instead, which the providers
+    with structured output hold."""
+    supported = CapabilitySupport.SUPPORTED
+    if provider.chat_capability(model, ChatCapability.CHOICE_OUTPUT) is not supported:
+        return False
+    return all(
+        each.chat_capability(model, ChatCapability.CHOICE_OUTPUT) is supported
+        for each in sent_through(provider)
+        if isinstance(each, ChatProvider)
+    )
+
+
+def _check_stops(
+    provider: ChatProvider, request: ChatRequest, options: Options, *, in_json: bool
+) -> None:
+    """Refuse, before sending, a stop sequence that could end the answer within an option:
+    servers leave the stop sequence out of the text, so what was written before it would be
+    read as another option (`New` of `New York` at `" York"`), or as none, after paying. One
+    is within an option where it occurs in it, or begins with its tail (`"York, NY"`). A JSON
+    answer writes the option as a JSON string, escapes and all (`in_json`)."""
+    for stop in request.stop:
+        if not stop:
+            continue
+        for option in options.options:
+            label = option.label
+            written = json.dumps(label, ensure_ascii=False)[1:-1] if in_json else label
+            if _cuts(stop, written):
+                raise (
+                    InvalidRequestError(
+                        f"the stop sequence {_shown(stop, quoted=True)} could end the answer "
+                        f"within the option {_shown(label)} of {options.name}, which "
+                        "would then be read as another option, or as none: leave it out of "
+                        "`stop` for a decision"
+                    )
+                    .mark_authored()
+                    .with_provider(provider.name)
+                    .with_model(request.model)
+                )
+
+
+def _cuts(stop: str, written: str) -> bool:
+    """Whether `stop` occurs in `written`, or begins with a tail of it (past its first
+    character): a stop sequence the answer's end holds the start of, which a server may
+    hold back as it would be cut."""
+    if stop in written:
+        return True
+    last = written[-1]
+    longest = min(len(stop), len(written) - 1)
+    return any(
+        stop[size - 1] == last and written.endswith(stop[:size]) for size in range(1, longest + 1)
+    )
+
+
+_SHOWN_CHARACTERS = 60
+"""The most of an option or a stop sequence a message quotes (a label may run for pages)."""
+
+
+def _shown(text: str, *, quoted: bool = False) -> str:
+    """`text` as a message quotes it: as JSON (a stop sequence, as an extraction's
+    `TruncatedError` quotes it) or in backticks, the start alone of a long one."""
+    start = text[:_SHOWN_CHARACTERS]
+    shown = json.dumps(start) if quoted else f"`{start}`"
+    return shown if start == text else f"{shown}… ({len(text)} characters)"
 
 
 def _logprobs_plan(
@@ -675,36 +760,83 @@ def _loosely(answer: str, options: Options) -> Option | None:
     return None if label is None else options.option(label)
 
 
+_WRAPPING = "`*\"'\u201c\u201d\u2018\u2019"
+"""What may wrap an answer: code, emphasis, straight and curly quotes."""
+
+_PEELS = 3
+"""How many times quotes and a full stop are set aside in turn (`**"Yes."**.`)."""
+
+
 def _loose_label(answer: str, labels: tuple[str, ...]) -> str | None:
     """`_loosely`, over the labels alone. The least set aside that names any option
-    decides (`a.` is `A.` beside `A`); where that names several, none is taken."""
-    bare = answer.strip()
-    unwrapped = bare.strip("`*\"'").strip()
-    for form in (bare, unwrapped, unwrapped.rstrip(".").strip()):
-        folded = form.casefold()
+    decides (`a.` is `A.` beside `A`); where that names several, none is taken. A full stop
+    may be outside the quotes or emphasis (`**Yes**.`) as well as inside."""
+    form = answer.strip()
+    forms = [form]
+    for _ in range(_PEELS):
+        unwrapped = form.strip(_WRAPPING).strip()
+        stopped = unwrapped.rstrip(".").strip()
+        if stopped == form:
+            break
+        forms += [unwrapped, stopped]
+        form = stopped
+    for each in dict.fromkeys(forms):
+        folded = each.casefold()
         found = [label for label in labels if label.casefold() == folded]
         if found:
             return found[0] if len(found) == 1 else None
     return None
 
 
+def _scalar_key(value: Any) -> tuple[str, int] | None:
+    """What a JSON number or boolean is matched on: `true` is `True` alone, `2` (or `2.0`)
+    any integer 2, never a boolean. An Enum member's value stands for it."""
+    if isinstance(value, Enum):
+        value = value.value
+    if isinstance(value, bool):
+        return "bool", int(value)
+    if isinstance(value, int):
+        return "int", value
+    if isinstance(value, float) and value.is_integer():
+        return "int", int(value)
+    return None
+
+
+def _scalars(options: Options) -> tuple[tuple[tuple[str, int], str], ...]:
+    """The label of each option a JSON number or boolean names: its value's (`2` of
+    `Literal[1, 2, 3]`, `true` of `bool`), where that names one option alone."""
+    named: dict[tuple[str, int], str | None] = {}
+    for option in options.options:
+        key = _scalar_key(option.value)
+        if key is not None:
+            named[key] = None if key in named else option.label
+    return tuple((key, label) for key, label in named.items() if label is not None)
+
+
+def _scalar_label(value: Any, scalars: tuple[tuple[tuple[str, int], str], ...]) -> str | None:
+    key = None if isinstance(value, str) else _scalar_key(value)
+    return None if key is None else dict(scalars).get(key)
+
+
 @lru_cache(maxsize=256)
-def _loose_labels(labels: tuple[str, ...]) -> Any:
+def _loose_labels(labels: tuple[str, ...], scalars: tuple[tuple[tuple[str, int], str], ...]) -> Any:
     """The labels as the JSON answer's type under repair: the same enum sent (a validator
-    before it changes no schema), and a string that names one label loosely read as it.
-    One type per set of labels, so that what the engine keeps per type is kept once."""
+    before it changes no schema), and a string that names one label loosely, or a number
+    or boolean that is one option's value (`_scalars`), read as it. One type per set of
+    labels, so that what the engine keeps per type is kept once."""
 
     def loose(value: Any) -> Any:
-        if isinstance(value, str) and value not in labels:
-            return _loose_label(value, labels) or value
-        return value
+        if isinstance(value, str):
+            return value if value in labels else _loose_label(value, labels) or value
+        return _scalar_label(value, scalars) or value
 
     return Annotated[Literal[labels], BeforeValidator(loose)]
 
 
-def _written(source: str | None, metadata: ExtractionMetadata) -> str | None:
-    """The string the JSON answer wrote for its option (`None` where it cannot be read):
-    another than the label, it was matched only after repair."""
+def _written(source: str | None, metadata: ExtractionMetadata) -> JsonValue:
+    """What the JSON answer wrote for its option (`None` where it cannot be read): another
+    than the label (a string written loosely, a number or a boolean), it was matched only
+    after repair."""
     if source is None:
         return None
     try:
@@ -713,7 +845,7 @@ def _written(source: str | None, metadata: ExtractionMetadata) -> str | None:
         return None
     if metadata.root_wrapped:
         data = data.get(ROOT_KEY) if isinstance(data, dict) else None
-    return data if isinstance(data, str) else None
+    return data if isinstance(data, str | int | float) else None
 
 
 def _ask_again(request: ChatRequest, response: ChatResponse, options: Options) -> ChatRequest:
