@@ -1765,3 +1765,440 @@ def test_an_extraction_every_provider_of_a_failover_failed_names_the_last_one(
     assert names == ["groq", "groq"]
     calls = [attrs(span)["gen_ai.provider.name"] for span in traced.named(f"chat {MODEL}")]
     assert calls == ["openai", "groq"] * 2
+
+
+# A wrapper's call: one trace, its attempts under one span
+
+
+async def _no_wait(seconds: float) -> None:
+    return None
+
+
+def _retrying(provider: Any, **options: Any) -> Any:
+    from allama.wrappers import RetryingProvider
+
+    return RetryingProvider(provider, sleep=lambda seconds: None, async_sleep=_no_wait, **options)
+
+
+def _groq(script: Script, **options: Any) -> allama.HttpProvider:
+    transport = Transport(
+        client=httpx2.Client(transport=httpx2.MockTransport(script)),
+        async_client=httpx2.AsyncClient(transport=httpx2.MockTransport(script)),
+    )
+    return allama.provider("groq", api_key=KEY, transport=transport, **options)
+
+
+_CHAT = ChatRequest(MODEL).user(PROMPT)
+
+
+@FLAVOURS
+def test_a_retrying_providers_call_is_one_trace_its_attempts_under_one_span(
+    traced: Traced, flavour: str
+) -> None:
+    script = Script(failure(500, "boom"), failure(503, "busy"), completion())
+    provider = _retrying(openai(script, tracer_provider=traced.provider))
+    response = run(flavour, lambda: provider.chat(_CHAT), lambda: provider.achat(_CHAT))
+    assert response.provider_data["allama"]["retry"] == {"attempts": 3}
+
+    wrapper = traced.one(f"retry {MODEL}")
+    calls = traced.named(f"chat {MODEL}")
+    assert (wrapper.parent, wrapper.kind, wrapper.status.status_code) == (
+        None,
+        SpanKind.INTERNAL,
+        StatusCode.UNSET,
+    )
+    assert attrs(wrapper) == {"gen_ai.request.model": MODEL, "allama.retry.attempts": 3}
+    assert [child_of(call, wrapper) for call in calls] == [True] * 3
+    assert [attrs(call)["allama.retry.attempt"] for call in calls] == [1, 2, 3]
+    assert [attrs(call).get("error.type") for call in calls] == ["server", "overloaded", None]
+
+
+@pytest.mark.parametrize(
+    ("replies", "attempts", "why", "error_type"),
+    [
+        ([failure(500, "boom"), failure(500, "boom")], 2, "max_attempts", "server"),
+        (
+            [
+                httpx2.Response(
+                    400, json={"error": {"message": "bad", "type": "invalid_request_error"}}
+                )
+            ],
+            1,
+            "not_retryable",
+            "invalid_request",
+        ),
+    ],
+)
+def test_a_retry_that_gives_up_fails_its_span_saying_why(
+    traced: Traced, replies: list[httpx2.Response], attempts: int, why: str, error_type: str
+) -> None:
+    from allama.wrappers import RetryPolicy
+
+    provider = _retrying(
+        openai(Script(*replies), tracer_provider=traced.provider), policy=RetryPolicy(2)
+    )
+    with pytest.raises(allama.Error) as caught:
+        provider.chat(_CHAT)
+    assert caught.value.context.metadata["allama.retry"]["gave_up"] == why
+
+    wrapper = traced.one(f"retry {MODEL}")
+    assert wrapper.status.status_code is StatusCode.ERROR
+    found = attrs(wrapper)
+    assert (found["allama.retry.attempts"], found["allama.retry.gave_up"]) == (attempts, why)
+    assert found["error.type"] == error_type
+    calls = traced.named(f"chat {MODEL}")
+    assert [attrs(call)["allama.retry.attempt"] for call in calls] == list(range(1, attempts + 1))
+    assert all(child_of(call, wrapper) for call in calls)
+
+
+@FLAVOURS
+def test_a_retried_stream_is_one_trace_too(traced: Traced, flavour: str) -> None:
+    provider = _retrying(
+        openai(Script(failure(503, "busy"), sse(ANSWER)), tracer_provider=traced.provider)
+    )
+
+    def sync() -> str:
+        with provider.chat_stream(_CHAT) as stream:
+            return str(stream.response().text())
+
+    async def async_() -> str:
+        stream = await provider.achat_stream(_CHAT)
+        async with stream:
+            return str((await stream.response()).text())
+
+    assert run(flavour, sync, async_) == ANSWER
+    wrapper = traced.one(f"retry {MODEL}")
+    calls = traced.named(f"chat {MODEL}")
+    assert attrs(wrapper)["allama.retry.attempts"] == 2
+    assert [child_of(call, wrapper) for call in calls] == [True, True]
+    assert [attrs(call)["allama.retry.attempt"] for call in calls] == [1, 2]
+    assert attrs(calls[1])["gen_ai.request.stream"] is True
+    assert attrs(calls[1])["gen_ai.usage.output_tokens"] == 12  # spanned to the stream's end
+
+
+@FLAVOURS
+def test_a_failovers_call_is_one_trace_its_providers_under_one_span(
+    traced: Traced, flavour: str
+) -> None:
+    from allama.wrappers import FailoverProvider
+
+    failover = FailoverProvider(
+        [
+            openai(Script(failure(503, "busy")), tracer_provider=traced.provider),
+            _groq(Script(completion()), tracer_provider=traced.provider),
+        ]
+    )
+    response = run(flavour, lambda: failover.chat(_CHAT), lambda: failover.achat(_CHAT))
+    assert response.provider == "groq"
+
+    wrapper = traced.one(f"failover {MODEL}")
+    calls = traced.named(f"chat {MODEL}")
+    assert (wrapper.parent, wrapper.status.status_code) == (None, StatusCode.UNSET)
+    assert attrs(wrapper) == {"gen_ai.request.model": MODEL, "allama.failover.attempts": 2}
+    assert [child_of(call, wrapper) for call in calls] == [True, True]
+    assert [
+        (attrs(call)["gen_ai.provider.name"], attrs(call)["allama.failover.attempt"])
+        for call in calls
+    ] == [("openai", 1), ("groq", 2)]
+
+
+def test_a_retry_of_a_failover_holds_a_failover_span_per_attempt(traced: Traced) -> None:
+    from allama.wrappers import FailoverProvider
+
+    first = openai(Script(failure(503, "busy"), completion()), tracer_provider=traced.provider)
+    second = _groq(Script(failure(503, "busy")), tracer_provider=traced.provider)
+    _retrying(FailoverProvider([first, second])).chat(_CHAT)
+
+    retry = traced.one(f"retry {MODEL}")
+    failovers = traced.named(f"failover {MODEL}")
+    calls = traced.named(f"chat {MODEL}")
+    assert retry.parent is None and attrs(retry)["allama.retry.attempts"] == 2
+    assert [child_of(span, retry) for span in failovers] == [True, True]
+    assert [
+        (attrs(span)["allama.retry.attempt"], attrs(span)["allama.failover.attempts"])
+        for span in failovers
+    ] == [(1, 2), (2, 1)]
+    assert [span.status.status_code for span in failovers] == [StatusCode.ERROR, StatusCode.UNSET]
+    assert [[child_of(call, span) for span in failovers] for call in calls] == [
+        [True, False],
+        [True, False],
+        [False, True],
+    ]
+    # Each call says which attempt it is of the wrapper whose span holds it, not the outer.
+    assert [attrs(call)["allama.failover.attempt"] for call in calls] == [1, 2, 1]
+    assert not any("allama.retry.attempt" in attrs(call) for call in calls)
+
+
+def test_inside_an_extraction_a_wrappers_attempts_stay_the_extractions_calls(
+    traced: Traced,
+) -> None:
+    from allama.wrappers import FailoverProvider
+
+    first = openai(
+        Script(failure(503, "busy"), failure(503, "busy")), tracer_provider=traced.provider
+    )
+    second = _groq(Script(failure(503, "busy"), completion()), tracer_provider=traced.provider)
+    provider = _retrying(FailoverProvider([first, second]))
+    Extractor(tracer_provider=traced.provider).extract(provider, Program, _CHAT)
+
+    assert [span.name for span in traced.spans if not span.name.startswith("chat ")] == [
+        "extract Program"
+    ]
+    extraction = traced.one("extract Program")
+    calls = traced.named(f"chat {MODEL}")
+    assert all(child_of(call, extraction) for call in calls)
+    assert [
+        (
+            attrs(call)["gen_ai.provider.name"],
+            attrs(call)["allama.retry.attempt"],
+            attrs(call)["allama.failover.attempt"],
+        )
+        for call in calls
+    ] == [("openai", 1, 1), ("groq", 1, 2), ("openai", 2, 1), ("groq", 2, 2)]
+
+
+def test_a_wrapper_without_a_tracer_provider_imports_nothing_and_spans_nothing() -> None:
+    code = _IN_A_PROCESS + textwrap.dedent(
+        """
+        import sys
+        from allama.wrappers import FailoverProvider, RetryingProvider
+        request = allama.ChatRequest("grok-4").user("Ada")
+        RetryingProvider(FailoverProvider([provider])).chat(request)
+        with RetryingProvider(provider).chat_stream(request) as stream:
+            stream.response()
+        assert not any(m.startswith("opentelemetry") for m in sys.modules), "imported"
+        print("ok")
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+
+
+# What a batch input paid, on its span
+
+
+def test_a_batch_inputs_span_has_its_usage_and_cost(traced: Traced, tmp_path: Path) -> None:
+    provider = openai(Script(completion(), completion()))
+    extractor = Extractor(tracer_provider=traced.provider)
+    results = sorted(
+        allama.batch(
+            provider,
+            Program,
+            ["one", "two", "one"],
+            request=_batch_request,
+            extractor=extractor,
+            concurrency=1,
+            ledger=tmp_path / "run.sqlite",
+        ),
+        key=lambda result: result.index,
+    )
+    assert [result.duplicate for result in results] == [False, False, True]
+    inputs = sorted(
+        traced.named("batch.input Program"), key=lambda span: attrs(span)["allama.batch.index"]
+    )
+    costs = [float(cast(Any, result.metadata).cost.total) for result in results]
+    paid = [
+        {key: value for key, value in attrs(span).items() if "usage" in key or "cost" in key}
+        for span in inputs
+    ]
+    assert paid == [
+        {
+            "allama.extract.usage.input_tokens": 41,
+            "allama.extract.usage.output_tokens": 17,
+            "allama.cost.total": costs[0],
+            "allama.cost.currency": "USD",
+        },
+        {
+            "allama.extract.usage.input_tokens": 41,
+            "allama.extract.usage.output_tokens": 17,
+            "allama.cost.total": costs[1],
+            "allama.cost.currency": "USD",
+        },
+        {},  # a copy: counted once, with the first, as the run's summary counts it
+    ]
+    run_cost = attrs(traced.one("batch Program"))["allama.cost.total"]
+    assert run_cost == pytest.approx(costs[0] + costs[1])
+
+
+def test_a_provider_batch_jobs_inputs_have_their_usage_and_cost_on_their_spans(
+    traced: Traced, tmp_path: Path
+) -> None:
+    from tests._provider_batch_server import ProviderBatchServer
+
+    server = ProviderBatchServer().start()
+    try:
+        provider = allama.provider("openai", base_url=server.openai_base, api_key="test-key")
+        results = list(
+            allama.batch(
+                provider,
+                Program,
+                ["doc 1", "doc 2"],
+                request=lambda doc: ChatRequest("gpt-4o-mini").system("Read it.").user(doc),
+                ledger=tmp_path / "run.sqlite",
+                provider_batch=True,
+                poll_interval=0.001,
+                backoff=0.001,
+                extractor=Extractor(retries=0, tracer_provider=traced.provider),
+            )
+        )
+    finally:
+        server.shutdown()
+    assert [result.metadata.batch_passes for result in results if result.metadata] == [1, 1]
+    inputs = traced.named("batch.input Program")
+    assert len(inputs) == 2
+    for span in inputs:
+        (result,) = [each for each in results if each.index == attrs(span)["allama.batch.index"]]
+        metadata = cast(Any, result.metadata)
+        assert attrs(span)["allama.extract.usage.input_tokens"] == metadata.usage.input_tokens
+        assert attrs(span)["allama.extract.usage.output_tokens"] == metadata.usage.output_tokens
+        assert attrs(span)["allama.cost.total"] == float(metadata.cost.total)
+    assert sum(attrs(span)["allama.cost.total"] for span in inputs) == pytest.approx(
+        attrs(traced.one("batch Program"))["allama.cost.total"]
+    )
+
+
+# Content in the conventions' shapes
+
+
+def test_a_data_url_is_captured_as_a_blob_not_a_uri(traced: Traced) -> None:
+    provider = openai(Script(completion()), tracer_provider=traced.provider, capture_content=True)
+    request = ChatRequest(MODEL).user(
+        "look",
+        allama.ImagePart(url="data:image/png;base64,iVBORw0KGgo="),
+        allama.DocumentPart(url="data:text/plain,hello%20world"),
+        allama.ImagePart(url="https://example.com/cat.png"),
+    )
+    provider.chat(request)
+    (message,) = json.loads(attrs(traced.one(f"chat {MODEL}"))["gen_ai.input.messages"])
+    assert message["parts"][1:] == [
+        {"type": "blob", "modality": "image", "content": "iVBORw0KGgo=", "mime_type": "image/png"},
+        {
+            "type": "blob",
+            "modality": "document",
+            "content": "aGVsbG8gd29ybGQ=",  # "hello world"
+            "mime_type": "text/plain",
+        },
+        {"type": "uri", "modality": "image", "uri": "https://example.com/cat.png"},
+    ]
+
+
+def _gemini_reply(request: httpx2.Request) -> httpx2.Response:
+    body = {
+        "candidates": [
+            {"content": {"role": "model", "parts": [{"text": ANSWER}]}, "finishReason": "STOP"}
+        ],
+        "usageMetadata": {"promptTokenCount": 9, "candidatesTokenCount": 4},
+        "responseId": "r-1",
+    }
+    return httpx2.Response(200, json=body)
+
+
+_SYSTEM = [{"type": "text", "content": "Be brief."}]
+_USER = {"role": "user", "parts": [{"type": "text", "content": PROMPT}]}
+_LATER = {"role": "system", "parts": [{"type": "text", "content": "Answer in English."}]}
+_AS_A_TURN = {"role": "system", "parts": [{"type": "text", "content": "Be brief."}]}
+
+
+@pytest.mark.parametrize(
+    ("preset", "options", "model", "reply", "instructions", "messages"),
+    [
+        pytest.param(
+            "anthropic", {}, "claude-sonnet-4-5", _anthropic_reply, _SYSTEM, [_USER], id="anthropic"
+        ),
+        pytest.param(
+            "gemini", {}, "gemini-2.5-flash", _gemini_reply, _SYSTEM, [_USER], id="gemini"
+        ),
+        pytest.param(  # no system instruction on Gemma: its words open the first turn
+            "gemini", {}, "gemma-3-27b-it", _gemini_reply, None, [_AS_A_TURN, _USER], id="gemma"
+        ),
+        pytest.param(  # the opening system messages are the instructions, a later one a turn
+            "openai",
+            {"api": "responses"},
+            MODEL,
+            _responses_reply,
+            _SYSTEM,
+            [_USER, _LATER],
+            id="responses",
+        ),
+        pytest.param(  # system messages are part of the history
+            "openai", {}, MODEL, _completion_reply, None, [_AS_A_TURN, _USER], id="chat"
+        ),
+    ],
+)
+def test_system_instructions_sent_apart_are_captured_apart(
+    traced: Traced,
+    preset: str,
+    options: dict[str, Any],
+    model: str,
+    reply: Reply,
+    instructions: list[dict[str, Any]] | None,
+    messages: list[dict[str, Any]],
+) -> None:
+    transport = Transport(client=httpx2.Client(transport=httpx2.MockTransport(Script(reply))))
+    provider = allama.provider(
+        preset,
+        api_key=KEY,
+        transport=transport,
+        tracer_provider=traced.provider,
+        capture_content=True,
+        **options,
+    )
+    request = ChatRequest(model).system("Be brief.").user(PROMPT)
+    if preset == "openai":
+        request = request.system("Answer in English.") if options else request
+    provider.chat(request)
+    (call,) = traced.spans
+    found = attrs(call)
+    said = found.get("gen_ai.system_instructions")
+    assert (None if said is None else json.loads(said)) == instructions
+    assert json.loads(found["gen_ai.input.messages"]) == messages
+
+
+def test_without_the_opt_in_no_system_instructions_are_recorded(traced: Traced) -> None:
+    transport = Transport(
+        client=httpx2.Client(transport=httpx2.MockTransport(Script(_anthropic_reply)))
+    )
+    provider = allama.provider(
+        "anthropic", api_key=KEY, transport=transport, tracer_provider=traced.provider
+    )
+    provider.chat(ChatRequest("claude-sonnet-4-5").system("Be brief.").user(PROMPT))
+    assert not any("Be brief." in value for value in traced.values())
+    assert "gen_ai.system_instructions" not in attrs(traced.one("chat claude-sonnet-4-5"))
+
+
+def test_content_is_not_built_for_spans_that_do_not_record(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+
+    from allama import _tracing
+
+    built: list[str] = []
+    real_input, real_output = _tracing.input_messages, _tracing.output_messages
+
+    def input_messages(*args: Any) -> str:
+        built.append("input")
+        return real_input(*args)
+
+    def output_messages(*args: Any) -> str:
+        built.append("output")
+        return real_output(*args)
+
+    monkeypatch.setattr(_tracing, "input_messages", input_messages)
+    monkeypatch.setattr(_tracing, "output_messages", output_messages)
+
+    def both(tracer_provider: TracerProvider) -> None:
+        script = Script(completion(), completion())
+        provider = openai(script, tracer_provider=tracer_provider, capture_content=True)
+        provider.chat(_CHAT)
+        extractor = Extractor(tracer_provider=tracer_provider, capture_content=True)
+        extractor.extract(provider, Program, _CHAT)
+
+    both(TracerProvider(sampler=ALWAYS_OFF))
+    assert built == []
+    both(Traced().provider)  # a span that records has them
+    assert sorted(built) == ["input", "input", "input", "output", "output"]

@@ -4,7 +4,10 @@ Every provider call over HTTP is a CLIENT span named `chat {model}` (`generate_c
 {model}` on Gemini's API) with the conventions' `gen_ai.*` attributes; every extraction is an
 INTERNAL span named `extract {Type}` (`decide {Type}` for a decision) that holds its calls
 as children and carries allama's record (`allama.extract.*`, `allama.cost.*`). Streams are
-spanned until they end: finished, failed, closed early or dropped.
+spanned until they end: finished, failed, closed early or dropped. A retry's or a
+failover's call outside an extraction is an INTERNAL span (`retry {model}`,
+`failover {model}`) holding its attempts' spans; inside one, its attempts are the
+extraction's calls; either way each attempt's span says which it is.
 
 Only `opentelemetry-api` is used (the `otel` extra), and only once something asks for it:
 with no tracer provider configured, a call costs one dictionary look-up here, and
@@ -40,7 +43,7 @@ if TYPE_CHECKING:
     from allama.extract._metadata import ExtractionMetadata
     from allama.providers._http import HttpProvider
     from allama.stream import StreamCollector
-    from allama.types import ChatRequest, ChatResponse, Usage, Warning
+    from allama.types import ChatRequest, ChatResponse, Message, Usage, Warning
 
 __all__ = ["CAPTURE_CONTENT_ENV", "Tracing"]
 
@@ -438,8 +441,14 @@ def _user_part(part: Any) -> dict[str, Any]:
     if part.type == "text":
         return {"type": "text", "content": part.text}
     modality = "image" if part.type == "image" else "document"
-    if part.url is not None:
-        found: dict[str, Any] = {"type": "uri", "modality": modality, "uri": part.url}
+    media_type = part.media_type
+    inline = None if part.url is None else _inline(part.url)
+    if inline is not None:
+        # The conventions' `uri` part is no place for a data URL: its bytes are a `blob`.
+        media_type = media_type or inline[0]
+        found: dict[str, Any] = {"type": "blob", "modality": modality, "content": inline[1]}
+    elif part.url is not None:
+        found = {"type": "uri", "modality": modality, "uri": part.url}
     else:
         import base64
 
@@ -449,17 +458,36 @@ def _user_part(part: Any) -> dict[str, Any]:
             "modality": modality,
             "content": base64.b64encode(data).decode("ascii"),
         }
-    if part.media_type:
-        found["mime_type"] = part.media_type
+    if media_type:
+        found["mime_type"] = media_type
     return found
 
 
-def input_messages(request: ChatRequest) -> str:
-    """`gen_ai.input.messages`: the conversation as sent, system turns included."""
+def _inline(url: str) -> tuple[str, str] | None:
+    """A data URL's media type (empty where it names none) and its bytes in base64: as
+    given where it says base64, else its percent-encoded text encoded; `None` for any
+    other URL."""
+    from allama.adapters._data_urls import data_url
+
+    found = data_url(url)
+    if found is None:
+        return None
+    if found.base64:
+        return found.media_type, found.data
+    import base64
+    import urllib.parse
+
+    data = urllib.parse.unquote_to_bytes(found.data)
+    return found.media_type, base64.b64encode(data).decode("ascii")
+
+
+def input_messages(request: ChatRequest, history: Sequence[Message] | None = None) -> str:
+    """`gen_ai.input.messages`: the conversation as sent, system turns included, but for
+    those sent apart from it (`history`: the rest, `_apart`)."""
     from allama.types import AssistantMessage, ToolMessage, UserMessage
 
     messages: list[dict[str, Any]] = []
-    for message in request.messages:
+    for message in request.messages if history is None else history:
         parts: list[dict[str, Any]]
         if isinstance(message, UserMessage):
             parts = [_user_part(part) for part in message.content]
@@ -477,6 +505,65 @@ def input_messages(request: ChatRequest) -> str:
             parts = [{"type": "text", "content": message.content}]
         messages.append({"role": message.role, "parts": parts})
     return json.dumps(messages, ensure_ascii=False)
+
+
+def system_instructions(texts: Sequence[str]) -> str:
+    """`gen_ai.system_instructions`: the system messages an API takes apart from the
+    conversation, a text part each."""
+    return json.dumps([{"type": "text", "content": text} for text in texts], ensure_ascii=False)
+
+
+_RESPONSES_OPTION = "openai_responses"
+"""The Responses API's body option (`openai_responses._encode.BODY_OPTION`)."""
+
+
+def _apart(provider: HttpProvider, request: ChatRequest) -> tuple[list[str], list[Message]] | None:
+    """The system messages `provider`'s API takes apart from the conversation (Anthropic's
+    `system`, Gemini's `systemInstruction`, the Responses API's `instructions`) as its
+    encoder sends them, and the rest; `None` where they are part of the conversation
+    (Chat Completions, Ollama), which the conventions record in `gen_ai.input.messages`.
+    One its encoder leaves out (blank) is in neither."""
+    from allama.types import DeveloperMessage, SystemMessage
+
+    dialect = provider.preset.dialect
+    if dialect not in ("anthropic", "gemini", "openai_responses"):
+        return None
+    adapter = getattr(provider, "_adapter", None)
+    instructions: list[str] = []
+    history: list[Message] = []
+    if dialect == "openai_responses":
+        # The system messages that open the request; a later one is an input item, as is
+        # a developer message where the endpoint has that role.
+        profile = getattr(adapter, "profile", None)
+        developer_role = getattr(profile, "developer_role", True)
+        if getattr(profile, "name", None) == "xai":
+            extra = request.option_json(_RESPONSES_OPTION)
+            previous = extra.get("previous_response_id") if isinstance(extra, dict) else None
+            if isinstance(previous, str) and previous:
+                return None  # xAI takes no `instructions` beside it: sent as an item
+        for message in request.messages:
+            if not history and (
+                isinstance(message, SystemMessage)
+                or (isinstance(message, DeveloperMessage) and not developer_role)
+            ):
+                instructions.append(message.content)
+            else:
+                history.append(message)
+        return instructions, history
+    if dialect == "gemini":
+        table = getattr(adapter, "table", None)
+        family = table.family(request.model) if table is not None else None
+        if family is not None and not getattr(family, "system", True):
+            return None  # no system instruction on this model: they open the first turn
+    for message in request.messages:
+        if isinstance(message, SystemMessage | DeveloperMessage):
+            # Anthropic refuses whitespace alone, Gemini an empty text: left out.
+            said = message.content.strip() if dialect == "anthropic" else message.content
+            if said:
+                instructions.append(message.content)
+        else:
+            history.append(message)
+    return instructions, history
 
 
 def output_messages(response: ChatResponse) -> str:
@@ -544,7 +631,7 @@ class CallSpan:
         if response.finish_reason is not None:
             found["gen_ai.response.finish_reasons"] = [_finish_reason(response.finish_reason)]
         _usage(found, response.usage)
-        if self.capture:
+        if self.capture and self.span.is_recording():
             found["gen_ai.output.messages"] = output_messages(response)
         self.span.set_attributes(found)
 
@@ -687,14 +774,157 @@ def start_call(
         attributes.update(_request_attributes(request, warnings, as_sent))
         if stream:
             attributes["gen_ai.request.stream"] = True
-        if active.capture:
-            attributes["gen_ai.input.messages"] = input_messages(request)
+        numbers = _ATTEMPT.get()
+        if numbers:  # which attempt of the wrappers it is sent through
+            attributes.update(numbers)
         span = active.tracer.start_span(
             f"{operation} {request.model}", kind=trace.SpanKind.CLIENT, attributes=attributes
         )
     except Exception:  # tracing never fails a call
         return None
+    if active.capture:
+        _record_input_messages(span, provider, request)
     return CallSpan(span, active.capture)
+
+
+def _record_input_messages(span: Span, provider: HttpProvider, request: ChatRequest) -> None:
+    """The prompt, with content capture on, where the span records (not dropped by a
+    sampler): the system instructions apart where the API takes them apart."""
+    try:
+        if not span.is_recording():
+            return
+        try:
+            apart = _apart(provider, request)
+        except Exception:  # (a table that cannot answer): as the conversation says
+            apart = None
+        if apart is None:
+            span.set_attribute("gen_ai.input.messages", input_messages(request))
+            return
+        instructions, history = apart
+        if instructions:
+            span.set_attribute("gen_ai.system_instructions", system_instructions(instructions))
+        span.set_attribute("gen_ai.input.messages", input_messages(request, history))
+    except Exception:
+        pass
+
+
+# Wrappers
+
+_ATTEMPT: ContextVar[Mapping[str, int] | None] = ContextVar("allama_attempt", default=None)
+"""Which attempt of each wrapper around it a span started here is (`allama.retry.attempt`,
+`allama.failover.attempt`): of the wrappers inside the nearest wrapper span, which says
+the rest."""
+
+
+class WrapperSpan:
+    """A wrapper's call (a retry's, a failover's) as its spans show it. Outside an
+    extraction, a span of its own (`span`) holds its attempts' spans, one trace for the
+    call, and says how many were made and, for a retry that gave up, why; inside one, its
+    attempts are the extraction's calls, as before, with no span between. Either way the
+    span of each attempt says which it is.
+
+    A stream's ends as the stream opens: the attempts are over then, and the span of the
+    call that answered lasts until the stream ends."""
+
+    __slots__ = ("_context", "_key", "_outer", "attempts", "kind", "span")
+
+    def __init__(self, kind: str, span: Span | None, outer: Mapping[str, int] | None) -> None:
+        self.kind = kind
+        self.span = span
+        self._key = f"allama.{kind}.attempt"
+        # Without a span of its own, its attempts' spans say the outer wrappers' numbers too.
+        self._outer = outer if span is None else None
+        self._context: object | None = None
+        self.attempts = 0
+
+    def __enter__(self) -> WrapperSpan:
+        if self.span is not None:
+            with contextlib.suppress(Exception):
+                from opentelemetry import context
+
+                self._context = context.attach(_otel().set_span_in_context(self.span))
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        if self._context is not None:
+            from opentelemetry import context
+
+            with contextlib.suppress(Exception):
+                context.detach(self._context)  # type: ignore[arg-type]
+            self._context = None
+        if self.span is not None:
+            self._end(exc)
+
+    def attempt(self, number: int) -> contextlib.AbstractContextManager[Any]:
+        """What attempt `number` runs in: its span says which it is."""
+        self.attempts = number
+        outer = self._outer
+        numbers = {self._key: number} if outer is None else {**outer, self._key: number}
+        return _Scope(_ATTEMPT, numbers)
+
+    def _end(self, error: BaseException | None) -> None:
+        assert self.span is not None
+        try:
+            found: dict[str, Any] = {f"allama.{self.kind}.attempts": self.attempts}
+            if error is not None:
+                # The record the wrapper put on the error it raised: why no further attempt.
+                context = getattr(error, "context", None)
+                metadata = getattr(context, "metadata", None)
+                record = (
+                    metadata.get(f"allama.{self.kind}") if isinstance(metadata, Mapping) else None
+                )
+                why = record.get("gave_up") if isinstance(record, Mapping) else None
+                if isinstance(why, str):
+                    found[f"allama.{self.kind}.gave_up"] = why
+                _set_error(self.span, error)
+            self.span.set_attributes(found)
+        except Exception:
+            pass
+        finally:
+            end_span(self.span)
+
+
+def attempt(wrapping: WrapperSpan | None, number: int) -> contextlib.AbstractContextManager[Any]:
+    """What a wrapper's attempt `number` runs in (nothing where it is not traced)."""
+    return _NO_SCOPE if wrapping is None else wrapping.attempt(number)
+
+
+def start_wrapper(kind: str, wrapper: object, request: ChatRequest) -> WrapperSpan | None:
+    """How a wrapper's call (`kind`: `retry`, `failover`) is traced: inside an extraction,
+    by numbering its attempts; outside, by a span of its own, from the tracer of the first
+    provider it sends through that has one, else the global one; `None` when tracing is
+    off."""
+    if _ENCLOSING.get() is not None:
+        return WrapperSpan(kind, None, _ATTEMPT.get())
+    if _provider_env is False and _TRACE_MODULE not in sys.modules:
+        return None  # no tracer provider can have been made: the common case, at once
+    try:
+        active = resolve(_tracing_of(wrapper))
+        if active is None:
+            return None
+        trace = _otel()
+        attributes: dict[str, Any] = {"gen_ai.request.model": request.model}
+        numbers = _ATTEMPT.get()
+        if numbers:  # an attempt of a wrapper around this one
+            attributes.update(numbers)
+        span = active.tracer.start_span(
+            f"{kind} {request.model}", kind=trace.SpanKind.INTERNAL, attributes=attributes
+        )
+    except Exception:  # tracing never fails a call
+        return None
+    return WrapperSpan(kind, span, None)
+
+
+def _tracing_of(wrapper: object) -> Tracing | None:
+    """The tracing of the first provider `wrapper` sends through that has a tracer provider
+    of its own (`tracer_provider=` on `allama.provider(...)`)."""
+    from allama.wrappers._lifetime import sent_through
+
+    for provider in sent_through(wrapper):
+        own = getattr(provider, "_tracing", None)
+        if isinstance(own, Tracing) and own.tracer_provider is not None:
+            return own
+    return None
 
 
 # Extractions
@@ -959,13 +1189,15 @@ def start_extraction(
         reads_asked = operation == "decide"
         if not reads_asked:  # an extraction asks for JSON, in whichever mode
             attributes["gen_ai.output.type"] = "json"
-        if active.capture:
-            attributes["gen_ai.input.messages"] = input_messages(request)
         span = active.tracer.start_span(
             f"{operation} {name}", kind=trace.SpanKind.INTERNAL, attributes=attributes
         )
     except Exception:  # tracing never fails an extraction
         return None
+    if active.capture:
+        with contextlib.suppress(Exception):  # (a span that raises loses its attribute)
+            if span.is_recording():
+                span.set_attribute("gen_ai.input.messages", input_messages(request))
     return ExtractionSpan(span, active, reads_asked)
 
 
@@ -1166,5 +1398,34 @@ def _record_input(span: Span, result: Any, capture: bool) -> None:
             span.set_attribute("allama.extract.passes", metadata.passes)
             if metadata.passes:
                 span.set_attribute("allama.extract.enforcement", metadata.enforcement.value)
+        span.set_attributes(_input_paid(result))
     except Exception:
         pass
+
+
+def _input_paid(result: Any) -> dict[str, Any]:
+    """What an input's attempts paid (`spent` and its record), as the run's summary counts
+    it: the tokens, under the extraction span's names, and the cost, or why it is not
+    known; so the inputs' costs add up to the run's. Nothing for a copy (counted with the
+    first) or one in a provider job (counted when a run collects it)."""
+    from allama.batch._run import IN_PROVIDER_JOB, _cost_of, _paid_any
+
+    failure = result.failure
+    if result.duplicate or (failure is not None and failure.kind == IN_PROVIDER_JOB):
+        return {}
+    records = [*result.spent, *([result.metadata] if result.metadata is not None else [])]
+    if not records:
+        return {}
+    found: dict[str, Any] = {}
+    usage = None
+    for record in records:
+        if record.usage is not None:
+            usage = record.usage if usage is None else usage.of_calls(record.usage)
+    _usage(found, usage, "allama.extract.usage.")
+    cost, missing = _cost_of(records)
+    if cost is not None:
+        found["allama.cost.total"] = float(cost)
+        found["allama.cost.currency"] = "USD"
+    elif missing is not None and _paid_any(records):
+        found["allama.cost.missing"] = missing
+    return found

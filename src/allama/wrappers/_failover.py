@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from pydantic import JsonValue
 
+from allama._lazy import deferred_module
 from allama.errors import (
     ACCOUNT_REFUSALS,
     AuthenticationError,
@@ -42,6 +43,12 @@ from allama.wrappers._record import (
     record_response,
     record_stream,
 )
+
+if TYPE_CHECKING:
+    from allama import _tracing
+else:
+    # Spans load with the first call (`opentelemetry` itself only if a tracer is set).
+    _tracing = deferred_module("allama._tracing", globals(), "_tracing")
 
 __all__ = ["FailoverProvider"]
 
@@ -166,13 +173,26 @@ class FailoverProvider(Wrapper):
             and error.stage is UnsupportedStage.BEFORE_SENDING
         )
 
-    def _run(self, call: Callable[[ChatProvider], R]) -> tuple[R, _Tries]:
+    def _run(self, call: Callable[[ChatProvider], R], request: ChatRequest) -> tuple[R, _Tries]:
+        """`call` made on each provider in turn until one answers or the failover stops:
+        outside an extraction, one span holds the attempts' spans
+        (`allama._tracing.WrapperSpan`)."""
+        traced = _tracing.start_wrapper(_FAILOVER_DATA_KEY, self, request)
+        if traced is None:
+            return self._trying(call, None)
+        with traced:
+            return self._trying(call, traced)
+
+    def _trying(
+        self, call: Callable[[ChatProvider], R], traced: _tracing.WrapperSpan | None
+    ) -> tuple[R, _Tries]:
         with holding() as held:
             tries = _Tries(self, held)
             for index, provider in enumerate(self.providers):
                 tries.begin(provider)
                 try:
-                    return call(provider), tries
+                    with _tracing.attempt(traced, index + 1):
+                        return call(provider), tries
                 except Error as error:
                     if not tries.after_failure(error, last=index == len(self.providers) - 1):
                         raise
@@ -182,13 +202,25 @@ class FailoverProvider(Wrapper):
                     raise
         raise AssertionError("unreachable: the last provider's error is raised")
 
-    async def _arun(self, call: Callable[[ChatProvider], Awaitable[R]]) -> tuple[R, _Tries]:
+    async def _arun(
+        self, call: Callable[[ChatProvider], Awaitable[R]], request: ChatRequest
+    ) -> tuple[R, _Tries]:
+        traced = _tracing.start_wrapper(_FAILOVER_DATA_KEY, self, request)
+        if traced is None:
+            return await self._atrying(call, None)
+        with traced:
+            return await self._atrying(call, traced)
+
+    async def _atrying(
+        self, call: Callable[[ChatProvider], Awaitable[R]], traced: _tracing.WrapperSpan | None
+    ) -> tuple[R, _Tries]:
         with holding() as held:
             tries = _Tries(self, held)
             for index, provider in enumerate(self.providers):
                 tries.begin(provider)
                 try:
-                    return await call(provider), tries
+                    with _tracing.attempt(traced, index + 1):
+                        return await call(provider), tries
                 except Error as error:
                     if not tries.after_failure(error, last=index == len(self.providers) - 1):
                         raise
@@ -199,22 +231,22 @@ class FailoverProvider(Wrapper):
         raise AssertionError("unreachable: the last provider's error is raised")
 
     def chat(self, request: ChatRequest) -> ChatResponse:
-        response, tries = self._run(lambda provider: provider.chat(request))
+        response, tries = self._run(lambda provider: provider.chat(request), request)
         return record_response(response, _FAILOVER_DATA_KEY, tries.record())
 
     async def achat(self, request: ChatRequest) -> ChatResponse:
-        response, tries = await self._arun(lambda provider: provider.achat(request))
+        response, tries = await self._arun(lambda provider: provider.achat(request), request)
         return record_response(response, _FAILOVER_DATA_KEY, tries.record())
 
     def chat_stream(self, request: ChatRequest) -> ChatStream:
-        stream, tries = self._run(lambda provider: opened(provider.chat_stream(request)))
+        stream, tries = self._run(lambda provider: opened(provider.chat_stream(request)), request)
         return record_stream(stream, _FAILOVER_DATA_KEY, tries.record())
 
     async def achat_stream(self, request: ChatRequest) -> AsyncChatStream:
         async def open_on(provider: ChatProvider) -> AsyncChatStream:
             return await aopened(await provider.achat_stream(request))
 
-        stream, tries = await self._arun(open_on)
+        stream, tries = await self._arun(open_on, request)
         return record_async_stream(stream, _FAILOVER_DATA_KEY, tries.record())
 
     def chat_capability(self, model: str, capability: ChatCapability) -> CapabilitySupport:

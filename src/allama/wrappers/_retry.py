@@ -16,10 +16,11 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from pydantic import JsonValue
 
+from allama._lazy import deferred_module
 from allama.errors import (
     INNER_RECORD,
     Error,
@@ -47,6 +48,12 @@ from allama.wrappers._record import (
     record_response,
     record_stream,
 )
+
+if TYPE_CHECKING:
+    from allama import _tracing
+else:
+    # Spans load with the first call (`opentelemetry` itself only if a tracer is set).
+    _tracing = deferred_module("allama._tracing", globals(), "_tracing")
 
 __all__ = ["RETRY_METADATA_KEY", "RetryPolicy", "RetryingProvider"]
 
@@ -365,14 +372,26 @@ class RetryingProvider(Wrapper):
     def _attempts(self) -> _Attempts:
         return _Attempts(self.policy, self._clock, self._random)
 
-    def _run(self, call: Callable[[], R]) -> tuple[R, _Attempts]:
+    def _run(self, call: Callable[[], R], request: ChatRequest) -> tuple[R, _Attempts]:
+        """`call` made until it succeeds or the policy gives up: outside an extraction, one
+        span holds the attempts' spans (`allama._tracing.WrapperSpan`)."""
+        traced = _tracing.start_wrapper(_RETRY_DATA_KEY, self, request)
+        if traced is None:
+            return self._attempting(call, None)
+        with traced:
+            return self._attempting(call, traced)
+
+    def _attempting(
+        self, call: Callable[[], R], traced: _tracing.WrapperSpan | None
+    ) -> tuple[R, _Attempts]:
         lifetime = self._lifetime
         attempts = self._attempts()
         with holding() as held:
             while True:
                 attempts.begin()
                 try:
-                    return call(), attempts
+                    with _tracing.attempt(traced, attempts.count):
+                        return call(), attempts
                 except Error as error:
                     wait = attempts.after_failure(error)
                     if wait is None:
@@ -392,14 +411,26 @@ class RetryingProvider(Wrapper):
                     paid_before_foreign(raised, attempts.paid)
                     raise
 
-    async def _arun(self, call: Callable[[], Awaitable[R]]) -> tuple[R, _Attempts]:
+    async def _arun(
+        self, call: Callable[[], Awaitable[R]], request: ChatRequest
+    ) -> tuple[R, _Attempts]:
+        traced = _tracing.start_wrapper(_RETRY_DATA_KEY, self, request)
+        if traced is None:
+            return await self._aattempting(call, None)
+        with traced:
+            return await self._aattempting(call, traced)
+
+    async def _aattempting(
+        self, call: Callable[[], Awaitable[R]], traced: _tracing.WrapperSpan | None
+    ) -> tuple[R, _Attempts]:
         lifetime = self._lifetime
         attempts = self._attempts()
         with holding() as held:
             while True:
                 attempts.begin()
                 try:
-                    return await call(), attempts
+                    with _tracing.attempt(traced, attempts.count):
+                        return await call(), attempts
                 except Error as error:
                     wait = attempts.after_failure(error)
                     if wait is None:
@@ -459,22 +490,22 @@ class RetryingProvider(Wrapper):
         return pause.result() and not lifetime.ended  # (a sleep's own error is raised)
 
     def chat(self, request: ChatRequest) -> ChatResponse:
-        response, attempts = self._run(lambda: self.inner.chat(request))
+        response, attempts = self._run(lambda: self.inner.chat(request), request)
         return record_response(response, _RETRY_DATA_KEY, attempts.record())
 
     async def achat(self, request: ChatRequest) -> ChatResponse:
-        response, attempts = await self._arun(lambda: self.inner.achat(request))
+        response, attempts = await self._arun(lambda: self.inner.achat(request), request)
         return record_response(response, _RETRY_DATA_KEY, attempts.record())
 
     def chat_stream(self, request: ChatRequest) -> ChatStream:
-        stream, attempts = self._run(lambda: opened(self.inner.chat_stream(request)))
+        stream, attempts = self._run(lambda: opened(self.inner.chat_stream(request)), request)
         return record_stream(stream, _RETRY_DATA_KEY, attempts.record())
 
     async def achat_stream(self, request: ChatRequest) -> AsyncChatStream:
         async def open_one() -> AsyncChatStream:
             return await aopened(await self.inner.achat_stream(request))
 
-        stream, attempts = await self._arun(open_one)
+        stream, attempts = await self._arun(open_one, request)
         return record_async_stream(stream, _RETRY_DATA_KEY, attempts.record())
 
     def chat_capability(self, model: str, capability: ChatCapability) -> CapabilitySupport:
