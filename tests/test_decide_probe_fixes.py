@@ -1224,3 +1224,146 @@ def test_options_alike_once_normalized_are_refused_as_alike() -> None:
         "the model could not tell them apart (an answer is read without the space at its ends)"
     )
     assert options_of(Literal["café", "cafe"]).labels == ("café", "cafe")
+
+
+# 18. On the JSON path, what was said of a decision named the `Literal` of its labels sent
+# as the enum, whole, in place of the caller's type, and listed every option: a 1,200-option
+# `Enum` gave a 50 KB "not strict-representable" warning on OpenAI (the `Literal` three
+# times), an `EnforcementBelowError` as long, and a 17 KB `ParseError` whose detail went back
+# to the model on a retry; an `IntEnum`'s warning said `Literal['LOW', 'HIGH']`. The caller's
+# type is named, and a long list of options is cut to its first few and how many more (the
+# schema sent still lists them all). So is the plain path's retry turn.
+
+Big = enum.Enum("Big", {f"M{n}": f"option-{n}" for n in range(1200)})  # type: ignore[misc]
+BIG_LABELS = [f"option-{n}" for n in range(1200)]
+BIG_EXPECTED = (
+    "one of the 1200 options of Big, which the schema lists ('option-0', 'option-1', "
+    "'option-2', 'option-3', 'option-4', 'option-5', 'option-6', ... and 1193 more)"
+)
+NOT_STRICT = (
+    "the schema of `Big` is not strict-representable: the schema at `Big` has 1200 enum "
+    "values, more than the 1000 OpenAI strict mode allows: the largest enum, of 1200, is at "
+    "`Big`; it goes without `strict`"
+)
+
+
+class Level(enum.IntEnum):
+    LOW = 1
+    HIGH = 2
+
+
+def vllm(*answers: tuple[int, Any]) -> Any:
+    return provider("vllm", *answers, base_url="http://127.0.0.1:9/v1")
+
+
+def test_a_big_enum_is_named_by_its_name_and_its_schema_sent_whole() -> None:
+    target, recorder = provider("openai", (200, completion('{"value": "option-5"}')))
+    decision = allama.decide(target, Big, ChatRequest("gpt-4o-mini").user("q"))
+    assert decision.value is Big.M5
+    assert [w.message for w in decision.metadata.degradations] == [NOT_STRICT]
+    assert len(NOT_STRICT) == 201
+    # What is sent is as it was: the `Literal` of the labels, every one of them.
+    sent = recorder.bodies[0]["response_format"]["json_schema"]
+    assert sent["name"].startswith("literal_option_0_option_1_")
+    assert sent["schema"]["properties"]["value"]["enum"] == BIG_LABELS
+
+    target, recorder = provider("openai", (200, completion('{"value": "option-5"}')))
+    floor = Extractor(min_enforcement=allama.SchemaEnforcement.EXACT)
+    with pytest.raises(allama.EnforcementBelowError) as caught:
+        floor.decide(target, Big, ChatRequest("gpt-4o-mini").user("q"))
+    assert str(caught.value) == (
+        f"schema enforcement `not_enforced` is below the required `exact`: {NOT_STRICT}"
+    )
+    assert recorder.bodies == []
+
+
+def test_a_json_answer_of_no_option_of_a_big_enum_is_told_the_options_briefly() -> None:
+    target, recorder = vllm((200, completion('"nope"')), (200, completion('"option-3"')))
+    decision = Extractor(retries=1).decide(target, Big, ChatRequest("m").user("q"))
+    assert decision.value is Big.M3
+    assert [w.message for w in decision.metadata.degradations] == [
+        "the schema of `Big` was approximated: the schema at `Big` is compiled by vLLM's "
+        "grammar backend, which does not report which keywords it enforces"
+    ]
+    retry = recorder.bodies[1]["messages"][-1]["content"]
+    assert retry == (
+        f"The previous reply could not be used: it did not match the schema: unknown variant "
+        f"`nope`, expected {BIG_EXPECTED}. Reply again with only the JSON value, matching the "
+        "schema exactly."
+    )
+    assert len(retry) == 326
+    assert recorder.bodies[1]["response_format"] == recorder.bodies[0]["response_format"]
+
+    for extractor in (Extractor(), Extractor(repair=True)):
+        target, _ = vllm((200, completion('"nope"')))
+        with pytest.raises(ParseError) as caught:
+            extractor.decide(target, Big, ChatRequest("m").user("q"))
+        assert caught.value.detail == f"unknown variant `nope`, expected {BIG_EXPECTED}"
+        assert str(caught.value) == (
+            f"vllm: failed to parse the output in `native` mode: {caught.value.detail}"
+        )
+        assert len(str(caught.value)) == 242
+
+
+def test_an_int_enum_is_named_by_its_name_and_its_few_options_listed_whole() -> None:
+    target, _ = vllm((200, completion('"HIGH"')))
+    decision = allama.decide(target, Level, ChatRequest("m").user("q"))
+    assert decision.value is Level.HIGH
+    assert [w.message for w in decision.metadata.degradations] == [
+        "the schema of `Level` was approximated: the schema at `Level` is compiled by vLLM's "
+        "grammar backend, which does not report which keywords it enforces"
+    ]
+    target, _ = vllm((200, completion('"MEDIUM"')))
+    with pytest.raises(ParseError) as caught:
+        allama.decide(target, Level, ChatRequest("m").user("q"))
+    assert str(caught.value) == (
+        "vllm: failed to parse the output in `native` mode: unknown variant `MEDIUM`, "
+        "expected 'LOW' or 'HIGH'"
+    )
+
+
+def test_a_big_literal_is_named_short_on_the_json_path() -> None:
+    many = Literal[tuple(BIG_LABELS)]  # type: ignore[valid-type]
+    target, _ = provider("openai", (200, completion('{"value": "nope"}')))
+    with pytest.raises(ParseError) as caught:
+        allama.decide(target, many, ChatRequest("gpt-4o-mini").user("q"))
+    name = (
+        "Literal['option-0', 'option-1', 'option-2', 'option-3', 'option-4', 'option-5', "
+        "'option-6', ... 1200 options]"
+    )
+    assert caught.value.metadata.degradations[0].message == NOT_STRICT.replace("Big", name)
+    assert str(caught.value) == (
+        "openai: failed to parse the output in `native` mode: unknown variant `nope`, expected "
+        f"one of the 1200 options of {name}, which the schema lists ('option-0', 'option-1', "
+        "'option-2', 'option-3', 'option-4', 'option-5', 'option-6', ... and 1193 more)"
+    )
+
+
+def test_a_plain_answer_of_no_option_of_a_big_enum_is_told_the_options_briefly() -> None:
+    target, recorder = provider(
+        "llama-cpp",
+        (200, completion("nope")),
+        (200, completion("option-3")),
+        base_url="http://127.0.0.1:9/v1",
+    )
+    decision = Extractor(retries=1).decide(target, Big, ChatRequest("m").user("q"))
+    assert decision.value is Big.M3
+    assert recorder.bodies[1]["messages"][-1]["content"] == (
+        "That is not one of the options. Answer with exactly one of the 1200 options listed "
+        "(option-0, option-1, option-2, option-3, option-4, option-5, option-6, option-7, "
+        "option-8, ... and 1191 more). Write the option alone."
+    )
+    # Few options are listed whole, as before.
+    target, recorder = provider(
+        "llama-cpp",
+        (200, completion("nope")),
+        (200, completion("HIGH")),
+        base_url="http://127.0.0.1:9/v1",
+    )
+    assert Extractor(retries=1).decide(target, Level, ChatRequest("m").user("q")).value is (
+        Level.HIGH
+    )
+    assert recorder.bodies[1]["messages"][-1]["content"] == (
+        "That is not one of the options. Answer with exactly one of: LOW, HIGH. Write the "
+        "option alone."
+    )

@@ -25,7 +25,14 @@ from enum import Enum
 from functools import lru_cache
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import BeforeValidator, JsonValue
+from pydantic import (
+    BeforeValidator,
+    JsonValue,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
+)
+from pydantic_core import PydanticCustomError
 
 from allama.errors import (
     PAID_BEFORE,
@@ -233,13 +240,13 @@ def _json_steps(
 
     Under repair, a label written loosely in the JSON (`yes` for `Yes`) is read as its
     option, and so is an answer the JSON read refuses that names one as a plain answer
-    would (`Yes`, or `"Yes"` where an object was asked for): both recorded as repaired."""
-    labels = options.labels
-    if settings.repair:
-        target_type: Any = _loose_labels(labels, _scalars(options))
-    else:
-        target_type = Literal[labels]
-    inner = extract_steps(settings, provider, target_type, request)
+    would (`Yes`, or `"Yes"` where an object was asked for): both recorded as repaired.
+
+    What the engine says names the caller's type (`options.name`), not the `Literal` of
+    the labels sent, and lists the options briefly where they are many (`_briefly`)."""
+    scalars = _scalars(options) if settings.repair else None
+    target_type = _answer_type(options.labels, options.name, scalars)
+    inner = extract_steps(settings, provider, target_type, request, name=options.name)
     if settings.repair:
         read = yield from _plain_where_json_fails(inner, options, provider.name)
         if not isinstance(read, Extracted):
@@ -802,7 +809,10 @@ def _scalar_key(value: Any) -> tuple[str, int] | None:
     return None
 
 
-def _scalars(options: Options) -> tuple[tuple[tuple[str, int], str], ...]:
+_Scalars = tuple[tuple[tuple[str, int], str], ...]
+
+
+def _scalars(options: Options) -> _Scalars:
     """The label of each option a JSON number or boolean names: its value's (`2` of
     `Literal[1, 2, 3]`, `true` of `bool`), where that names one option alone."""
     named: dict[tuple[str, int], str | None] = {}
@@ -813,17 +823,44 @@ def _scalars(options: Options) -> tuple[tuple[tuple[str, int], str], ...]:
     return tuple((key, label) for key, label in named.items() if label is not None)
 
 
-def _scalar_label(value: Any, scalars: tuple[tuple[tuple[str, int], str], ...]) -> str | None:
+def _scalar_label(value: Any, scalars: _Scalars) -> str | None:
     key = None if isinstance(value, str) else _scalar_key(value)
     return None if key is None else dict(scalars).get(key)
 
 
 @lru_cache(maxsize=256)
-def _loose_labels(labels: tuple[str, ...], scalars: tuple[tuple[tuple[str, int], str], ...]) -> Any:
-    """The labels as the JSON answer's type under repair: the same enum sent (a validator
-    before it changes no schema), and a string that names one label loosely, or a number
-    or boolean that is one option's value (`_scalars`), read as it. One type per set of
-    labels, so that what the engine keeps per type is kept once."""
+def _answer_type(labels: tuple[str, ...], name: str, scalars: _Scalars | None) -> Any:
+    """The labels as the JSON answer's type: the enum sent (validators change no schema),
+    whose refusal lists the options briefly where they are many (`_briefly`); under repair
+    (`scalars` given), a string that names one label loosely, or a number or boolean that
+    is one option's value (`_scalars`), read as it. One type per set of labels and name, so
+    that what the engine keeps per type is kept once."""
+    answer: Any = Literal[labels]
+    if scalars is not None:
+        answer = _loose_labels(labels, scalars)
+    brief = _briefly(labels, name)
+    if brief is None:
+        return answer
+
+    def listed_briefly(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        try:
+            return handler(value)
+        except ValidationError as refused:
+            found = refused.errors()
+            if len(found) != 1 or found[0]["type"] != "literal_error":
+                raise
+        # Pydantic's own kind and wording, the list cut short: it goes back to the model on
+        # a retry, and into the `ParseError`.
+        raise PydanticCustomError(
+            "literal_error", "Input should be {expected}", {"expected": brief}
+        )
+
+    return Annotated[answer, WrapValidator(listed_briefly)]
+
+
+def _loose_labels(labels: tuple[str, ...], scalars: _Scalars) -> Any:
+    """The enum sent, a validator before it reading an answer written loosely as its
+    option (`_answer_type`)."""
 
     def loose(value: Any) -> Any:
         if isinstance(value, str):
@@ -831,6 +868,40 @@ def _loose_labels(labels: tuple[str, ...], scalars: tuple[tuple[tuple[str, int],
         return _scalar_label(value, scalars) or value
 
     return Annotated[Literal[labels], BeforeValidator(loose)]
+
+
+_LISTED_CHARACTERS = 120
+"""The longest a list of options runs in what a decision says of an answer that is no
+option (which goes back to the model on a retry): past it, the first few and how many
+more, as a long `Literal` is named (`_choices._literal_name`). The whole list is in the
+prompt, and in the schema sent."""
+
+
+def _first_few(items: list[str]) -> list[str] | None:
+    """The first of `items` that fit in `_LISTED_CHARACTERS` with room to say how many
+    more; `None` where all of them fit."""
+    if len(", ".join(items)) <= _LISTED_CHARACTERS:
+        return None
+    shown: list[str] = []
+    for each in items:
+        if len(", ".join([*shown, each])) > _LISTED_CHARACTERS - 30:
+            break
+        shown.append(each)
+    return shown
+
+
+def _and_more(shown: list[str], count: int) -> str:
+    return f" ({', '.join(shown)}, ... and {count - len(shown)} more)" if shown else ""
+
+
+def _briefly(labels: tuple[str, ...], name: str) -> str | None:
+    """What a JSON answer that is no option is told it should have been, where pydantic's
+    list of the labels would run long; `None` where it would not."""
+    shown = _first_few([repr(label) for label in labels])
+    if shown is None:
+        return None
+    more = _and_more(shown, len(labels))
+    return f"one of the {len(labels)} options of {name}, which the schema lists{more}"
 
 
 def _written(source: str | None, metadata: ExtractionMetadata) -> JsonValue:
@@ -849,11 +920,15 @@ def _written(source: str | None, metadata: ExtractionMetadata) -> JsonValue:
 
 
 def _ask_again(request: ChatRequest, response: ChatResponse, options: Options) -> ChatRequest:
-    labels = ", ".join(options.labels)
-    feedback = (
-        f"That is not one of the options. Answer with exactly one of: {labels}. "
-        "Write the option alone."
-    )
+    """The retry turn of a plain answer: the options again, briefly where they are many
+    (the prompt lists them all)."""
+    labels = list(options.labels)
+    shown = _first_few(labels)
+    if shown is None:
+        allowed = f"exactly one of: {', '.join(labels)}"
+    else:
+        allowed = f"exactly one of the {len(labels)} options listed{_and_more(shown, len(labels))}"
+    feedback = f"That is not one of the options. Answer with {allowed}. Write the option alone."
     return request.push(response.to_assistant_message()).push(
         UserMessage(content=(TextPart(text=feedback),))
     )

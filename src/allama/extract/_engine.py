@@ -248,9 +248,12 @@ class _Start:
     _targets: dict[ExtractionMode, Target] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, provider: ChatProvider, tp: Any, request: ChatRequest) -> _Start:
-        """Raises before anything is sent: tools of the request's own, or no mode to pick."""
-        base = Target.of(tp, provider.name, request.model)
+    def of(
+        cls, provider: ChatProvider, tp: Any, request: ChatRequest, name: str | None = None
+    ) -> _Start:
+        """Raises before anything is sent: tools of the request's own, or no mode to pick.
+        `name` names the type in messages in place of its label (`Target.name`)."""
+        base = Target.of(tp, provider.name, request.model, name)
         requested = requested_mode(request, provider.name)
         mode, guessed = select_mode(provider, request, requested)
         if mode is ExtractionMode.AUTO:  # no mode to pick: clearing the tools would not help
@@ -302,12 +305,18 @@ class _Start:
 
 
 def plan(
-    provider: ChatProvider, tp: Any, request: ChatRequest, *, stream: bool = False
+    provider: ChatProvider,
+    tp: Any,
+    request: ChatRequest,
+    *,
+    stream: bool = False,
+    name: str | None = None,
 ) -> ExtractionPlan:
     """A dry run of the call `extract` would send for `request` (its messages and every
     field): what the call would refuse before sending (a field the model does not take,
-    under `UnsupportedPolicy.ERROR`) raises here, the same error."""
-    start = _Start.of(provider, tp, request)
+    under `UnsupportedPolicy.ERROR`) raises here, the same error. `name` names the type in
+    what it says (`Target.name`)."""
+    start = _Start.of(provider, tp, request, name)
     metadata = start.metadata
     planned = _planned_request(request)
     while True:
@@ -381,14 +390,20 @@ def _falls_back_on_streams(start: _Start, warnings: Sequence[Warning]) -> bool:
 
 
 def check_floor_before_sending(
-    settings: Settings, provider: ChatProvider, tp: Any, request: ChatRequest, *, stream: bool
+    settings: Settings,
+    provider: ChatProvider,
+    tp: Any,
+    request: ChatRequest,
+    *,
+    stream: bool,
+    name: str | None = None,
 ) -> None:
     """Fail before paying when a dry run of the call (streamed or not, as it will be sent)
     shows the enforcement below the floor. A floor of `NOT_ENFORCED` holds for any call."""
     floor = settings.min_enforcement
     if floor is None or floor is SchemaEnforcement.NOT_ENFORCED:
         return
-    planned = plan(provider, tp, request, stream=stream)
+    planned = plan(provider, tp, request, stream=stream, name=name)
     if planned.coverage is not ValidationCoverage.ENCODING or planned.enforcement.satisfies(floor):
         return
     metadata = ExtractionMetadata.new(planned.mode)
@@ -551,11 +566,17 @@ Outcome = ChatResponse | Error
 
 
 def extract_steps(
-    settings: Settings, provider: ChatProvider, tp: Any, request: ChatRequest
+    settings: Settings,
+    provider: ChatProvider,
+    tp: Any,
+    request: ChatRequest,
+    *,
+    name: str | None = None,
 ) -> Generator[Send, Outcome, Extracted[Any]]:
-    """One extraction with its retries: yields each request, receives each outcome."""
-    check_floor_before_sending(settings, provider, tp, request, stream=False)
-    start = _Start.of(provider, tp, request)
+    """One extraction with its retries: yields each request, receives each outcome. `name`
+    names the type in warnings and errors in place of its label (`Target.name`)."""
+    check_floor_before_sending(settings, provider, tp, request, stream=False, name=name)
+    start = _Start.of(provider, tp, request, name)
     metadata = start.metadata
     target = start.target()
     derived = target.derive(request, metadata.mode)

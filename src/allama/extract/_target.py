@@ -122,18 +122,22 @@ class Target:  # hashable: type schemas compare by identity
     bare: Target | None = None
     """A wrapped target's type unwrapped: how an answer given without the wrapping object
     (by a provider that sent nothing of the schema) is read."""
+    name: str | None = None
+    """How messages name the type where the caller's is not the type sent: a decision
+    sends its options as a `Literal` of their labels, and is named by its own type (`Big`,
+    not the thousand labels). `None`: the type's own label."""
 
     def __post_init__(self) -> None:
         ready_to_read(self.type.adapter, self.type.schema)
 
     @classmethod
-    def of(cls, tp: Any, provider: str, model: str) -> Target:
-        return cls(type_schema(tp), provider, model)
+    def of(cls, tp: Any, provider: str, model: str, name: str | None = None) -> Target:
+        return cls(type_schema(tp), provider, model, name=name)
 
     def wrapping(self, tp: Any) -> Target:
         """This target with `tp` sent wrapped in a one-property object."""
         wrapper = wrapped_schema(tp, self.type)
-        return Target(wrapper, self.provider, self.model, wrapped=True, bare=self)
+        return Target(wrapper, self.provider, self.model, wrapped=True, bare=self, name=self.name)
 
     def unwrap(self, value: Any) -> Any:
         """The caller's value in a validated output of this target."""
@@ -152,7 +156,7 @@ class Target:  # hashable: type schemas compare by identity
 
     @property
     def label(self) -> str:
-        return self.type.label
+        return self.type.label if self.name is None else self.name
 
     @property
     def schema(self) -> dict[str, Any]:
