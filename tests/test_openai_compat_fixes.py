@@ -6,8 +6,8 @@ choices after the first (`n`) warned of and kept, Groq's 498 `capacity_exceeded`
 again, no reasoning effort sent to Groq's Llama 3.x, no log-probabilities asked of an
 Azure deployment taken for a reasoning model, OpenRouter's `require_parameters` kept
 for a schema with a warning where the caller gave another, OpenAI's tool-call ids within 40
-characters, and reasoning or a paused Anthropic turn's server tool blocks left out with a
-warning."""
+characters, reasoning or a paused Anthropic turn's server tool blocks left out with a
+warning, and o1-mini's and o1-preview's system and developer words in the first user turn."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import asyncio
 import itertools
 import json
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from hypothesis import given, settings
@@ -27,7 +27,13 @@ from _recording import provider
 from allama import ChatRequest, ExtractionMode, Extractor, ToolDefinition
 from allama.adapters.openai_compat._decode import decode_body
 from allama.adapters.openai_compat._sse import ChatStreamDecoder, decode_stream
-from allama.errors import ContextWindowExceededError, Error, ServerError, UnsupportedError
+from allama.errors import (
+    ContextWindowExceededError,
+    Error,
+    InvalidRequestError,
+    ServerError,
+    UnsupportedError,
+)
 from allama.stream import StreamCollector
 from allama.types import (
     AssistantMessage,
@@ -1548,3 +1554,196 @@ def test_tool_results_given_out_of_order_go_in_the_order_of_the_calls(
     ]
     assert [m["content"] for m in body["messages"][2:4]] == ["Paris: 12C", "Rome: 30C"]
     assert warnings == ()
+
+
+# o1-mini and o1-preview answer 400 to a system or developer message ("Unsupported value:
+# 'messages[0].role' does not support 'system' with this model", microsoft/agent-framework
+# #1077; the same for 'developer', QuantumNous/new-api#847): their text, allama's own
+# instructions among it, opens the first user turn.
+
+MOVED = (
+    "`{model}` on {display} takes no system or developer messages; the system instructions "
+    "were put at the start of the first user turn"
+)
+
+
+def _moved(model: str, display: str = "OpenAI") -> tuple[WarningKind, FieldSubject, str]:
+    return (
+        WarningKind.APPROXIMATED,
+        FieldSubject(field=RequestField.SYSTEM),
+        MOVED.format(model=model, display=display),
+    )
+
+
+def _told_all(warnings: Iterable[Any]) -> list[tuple[WarningKind, Any, str]]:
+    return [(w.kind, w.subject, w.message) for w in warnings]
+
+
+@pytest.mark.parametrize("model", ["o1-mini", "o1-mini-2024-09-12", "o1-preview"])
+def test_o1_mini_gets_its_system_and_developer_words_at_the_start_of_the_first_user_turn(
+    model: str,
+) -> None:
+    request = ChatRequest(model).system("Be terse.").developer("Answer in French.").user("2+2?")
+    for policy in (allama.UnsupportedPolicy.WARN, allama.UnsupportedPolicy.ERROR):
+        # Nothing is lost, only moved: sent under the error policy too, as for Gemma.
+        body, warnings = _sent("openai", request.with_unsupported_policy(policy))
+        assert body == {
+            "model": model,
+            "messages": [{"role": "user", "content": "Be terse.\n\nAnswer in French.\n\n2+2?"}],
+        }
+        assert _told_all(warnings) == [_moved(model)]
+
+
+def test_an_azure_o1_mini_deployment_too() -> None:
+    request = ChatRequest("o1-mini").system("Be terse.").user("2+2?")
+    body, warnings = _sent(
+        "azure-openai", request, base_url="https://res.openai.azure.com/openai/v1"
+    )
+    assert body["messages"] == [{"role": "user", "content": "Be terse.\n\n2+2?"}]
+    assert _told_all(warnings) == [_moved("o1-mini", "Azure OpenAI")]
+
+
+def test_o1_minis_later_system_words_join_them_in_order_before_a_turn_of_parts() -> None:
+    opening = allama.UserMessage(content=[TextPart(text="Look:"), TextPart(text="a cat")])
+    request = (
+        ChatRequest("o1-mini")
+        .system("Be terse.")
+        .push(opening)
+        .assistant("A cat.")
+        .system("Now in French.")
+        .user("Again?")
+    )
+    body, warnings = _sent("openai", request)
+    assert body["messages"] == [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "Be terse.\n\nNow in French."},
+                {"type": "text", "text": "Look:"},
+                {"type": "text", "text": "a cat"},
+            ],
+        },
+        {"role": "assistant", "content": "A cat."},
+        {"role": "user", "content": "Again?"},
+    ]
+    assert _told_all(warnings) == [_moved("o1-mini")]
+
+
+def test_o1_minis_system_words_alone_are_a_user_turn_and_an_empty_one_goes_unsaid() -> None:
+    body, warnings = _sent("openai", ChatRequest("o1-mini").system("Say hi."))
+    assert body["messages"] == [{"role": "user", "content": "Say hi."}]
+    assert _told_all(warnings) == [_moved("o1-mini")]
+    body, warnings = _sent("openai", ChatRequest("o1-mini").system("").user("Hi"))
+    assert body["messages"] == [{"role": "user", "content": "Hi"}]
+    assert warnings == ()
+    with pytest.raises(InvalidRequestError) as caught:
+        _sent("openai", ChatRequest("o1-mini").system(""))
+    assert str(caught.value) == (
+        "OpenAI needs at least one message, and the request has none left to send"
+    )
+
+
+@pytest.mark.parametrize("model", ["o1", "o3-mini", "gpt-4o"])
+def test_other_openai_models_still_get_their_system_and_developer_messages(model: str) -> None:
+    request = ChatRequest(model).system("Be terse.").developer("Answer in French.").user("2+2?")
+    body, warnings = _sent("openai", request)
+    assert body["messages"] == [
+        {"role": "system", "content": "Be terse."},
+        {"role": "developer", "content": "Answer in French."},
+        {"role": "user", "content": "2+2?"},
+    ]
+    assert warnings == ()
+
+
+@pytest.mark.parametrize("run_async", [False, True])
+def test_an_o1_mini_stream_gets_its_system_words_in_the_first_user_turn(run_async: bool) -> None:
+    target, recorder = provider("openai", (200, sse(delta("4"), delta(None, "stop"))))
+    request = ChatRequest("o1-mini").system("Be terse.").user("2+2?")
+    if run_async:
+
+        async def read() -> ChatResponse:
+            async with await target.achat_stream(request) as stream:
+                async for _ in stream:
+                    pass
+                answer: ChatResponse = await stream.response()
+                return answer
+
+        response = asyncio.run(read())
+    else:
+        with target.chat_stream(request) as stream:
+            for _ in stream:
+                pass
+            response = stream.response()
+    assert recorder.bodies[0] == {
+        "model": "o1-mini",
+        "messages": [{"role": "user", "content": "Be terse.\n\n2+2?"}],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    assert response.text() == "4"
+    assert _told_all(response.warnings) == [_moved("o1-mini")]
+
+
+def test_a_decision_on_o1_mini_sends_its_options_in_the_first_user_turn() -> None:
+    # The README's own prompt-only decision: the options went in a system message, and
+    # o1-mini refused every such request.
+    target, recorder = provider("openai", (200, completion({"content": "b"})))
+    decision = allama.decide(target, Literal["a", "b"], ChatRequest("o1-mini").user("x"))
+    assert decision.value == "b"
+    assert recorder.bodies == [
+        {
+            "model": "o1-mini",
+            "messages": [
+                {
+                    "role": "user",
+                    "content": (
+                        "Answer with exactly one of the options below, written exactly as it "
+                        "is listed, and nothing else.\n\nOptions:\n- a\n- b\n\nx"
+                    ),
+                }
+            ],
+        }
+    ]
+    assert _moved("o1-mini") in _told_all(decision.response.warnings)
+
+
+def test_o1_minis_json_mode_note_and_schema_go_in_the_first_user_turn_too() -> None:
+    json_mode = (
+        ChatRequest("o1-mini")
+        .user("Give a")
+        .with_response_format(allama.ResponseFormat(type="json"))
+    )
+    body, warnings = _sent("openai", json_mode)
+    assert body == {
+        "model": "o1-mini",
+        "messages": [{"role": "user", "content": "Answer with one JSON object.\n\nGive a"}],
+        "response_format": {"type": "json_object"},
+    }
+    assert _told_all(warnings) == [
+        (
+            WarningKind.APPROXIMATED,
+            FieldSubject(field=RequestField.RESPONSE_FORMAT),
+            'OpenAI takes JSON mode only when the messages ask for JSON; "Answer with one '
+            'JSON object." was added to the system instructions',
+        ),
+        _moved("o1-mini"),
+    ]
+    target, recorder = provider("openai", (200, completion({"content": '{"name":"Ada","age":36}'})))
+    request = (
+        ChatRequest("o1-mini")
+        .system("Be exact.")
+        .user("Ada, 36")
+        .with_option(ExtractionMode.NATIVE)
+    )
+    extracted = allama.extract(target, Person, request)
+    assert extracted.value == Person(name="Ada", age=36)
+    schema = json.dumps(Person.model_json_schema(), separators=(",", ":"))
+    assert recorder.bodies[0]["messages"] == [
+        {
+            "role": "user",
+            "content": "Be exact.\n\nAnswer with one JSON object that follows this JSON "
+            f"Schema:\n{schema}\n\nAda, 36",
+        }
+    ]
+    assert recorder.bodies[0]["response_format"] == {"type": "json_object"}
+    assert _moved("o1-mini") in _told_all(extracted.response.warnings)

@@ -78,6 +78,10 @@ class ModelFamily:
     (`without_reasoning`; not their codex, chat or pro variants, which take no `none`);
     DeepSeek V4 thinks by default, where they have no effect, and heeds them only with
     thinking turned off in the body option (`without_thinking`)."""
+    system_role: bool = True
+    """Whether the family takes `system` and `developer` messages: o1-mini and o1-preview
+    answer 400 ("'messages[0].role' does not support 'system' with this model", and the same
+    for `developer`), so their text opens the first user turn instead."""
 
     def support(self, capability: ChatCapability) -> CapabilitySupport:
         if capability is ChatCapability.STRUCTURED_OUTPUT:
@@ -282,6 +286,10 @@ _OPENAI_BASE_ROWS = (
     # The o-series answer 400 "Unsupported parameter: 'parallel_tool_calls' is not
     # supported with this model" to the field on Chat Completions, even `false`
     # (langchain#29704 on o3-mini, langchain#29416 on o1, fast-agent#279 on o4-mini).
+    # o1-mini and o1-preview take no system or developer message either (400 "Unsupported
+    # value: 'messages[0].role' does not support 'system' with this model", and 'developer':
+    # microsoft/agent-framework#1077, where every other OpenAI chat model took it;
+    # QuantumNous/new-api#847, janhq/jan#4392); o1 and later take both.
     ModelFamily(
         "o1-mini*",
         StructuredLevel.JSON_OBJECT,
@@ -291,6 +299,7 @@ _OPENAI_BASE_ROWS = (
         logprobs=N,
         parallel_tools=N,
         sampling="no",
+        system_role=False,
     ),
     ModelFamily(
         "o1-preview*",
@@ -301,6 +310,7 @@ _OPENAI_BASE_ROWS = (
         logprobs=N,
         parallel_tools=N,
         sampling="no",
+        system_role=False,
     ),
     ModelFamily(
         "o3*",

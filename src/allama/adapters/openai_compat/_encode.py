@@ -131,15 +131,19 @@ class _Encoder:
         if not wire:
             # Answered 400 ("[] is too short - 'messages'"): nothing to answer, and a
             # round-trip paid to hear it. System instructions alone are sent.
-            raise (
-                InvalidRequestError(
-                    f"{self.profile.display_name} needs at least one message, and the request "
-                    "has none left to send"
-                )
-                .mark_authored()
-                .with_provider(self.profile.name)
-            )
+            raise self.no_messages()
         return wire
+
+    def no_messages(self) -> InvalidRequestError:
+        """The error for a request with no message left to send (not raised here)."""
+        return (
+            InvalidRequestError(
+                f"{self.profile.display_name} needs at least one message, and the request "
+                "has none left to send"
+            )
+            .mark_authored()
+            .with_provider(self.profile.name)
+        )
 
     def mistral_turns(self, wire: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The conversation as Mistral's check takes it, rather than answered 400: an
@@ -189,6 +193,40 @@ class _Encoder:
                 turns.insert(0, {"role": "system", "content": "\n\n".join(moved)})
         if turns and turns[-1]["role"] == "assistant":
             turns[-1] = {**turns[-1], "prefix": True}
+        return turns
+
+    def instructions_in_first_turn(self, wire: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """`wire` for a model that answers 400 to a `system` or `developer` message (o1-mini,
+        o1-preview): their text (allama's own instructions among it, the JSON-mode note or
+        a decision's options) opens the first user turn, in their order, each apart by a
+        blank line, rather than the request refused or the instructions lost. An empty
+        one says nothing, and goes without a word."""
+        words = [
+            turn["content"]
+            for turn in wire
+            if turn["role"] in ("system", "developer") and turn["content"]
+        ]
+        turns = [turn for turn in wire if turn["role"] not in ("system", "developer")]
+        if not words:
+            if not turns:  # empty system messages alone: nothing to answer
+                raise self.no_messages()
+            return turns
+        self.degradations.approximate(
+            RequestField.SYSTEM,
+            f"`{self.request.model}` on {self.profile.display_name} takes no system or "
+            "developer messages; the system instructions were put at the start of the first "
+            "user turn",
+        )
+        text = "\n\n".join(words)
+        at = next((i for i, turn in enumerate(turns) if turn["role"] == "user"), None)
+        if at is None:
+            return [{"role": "user", "content": text}, *turns]
+        content = turns[at]["content"]
+        if isinstance(content, list):
+            content = [{"type": "text", "text": text}, *content]
+        else:
+            content = f"{text}\n\n{content}" if content else text
+        turns[at] = {**turns[at], "content": content}
         return turns
 
     def message(self, message: Message) -> dict[str, Any]:
@@ -987,6 +1025,8 @@ class _Encoder:
         body.update(extras)
         if self.schema_instruction is not None:
             body["messages"] = _instructed(body["messages"], self.schema_instruction)
+        if not self.family.system_role:
+            body["messages"] = self.instructions_in_first_turn(body["messages"])
         extra = request.option_json(BODY_OPTION)
         given = (
             option_fields(
