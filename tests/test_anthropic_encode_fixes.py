@@ -11,7 +11,9 @@ given through the `anthropic` body option too, and its `max_tokens`, thinking bu
 forced `tool_choice` go under the rules of the request's own. A turn that goes back whole
 (paused, or its code execution waiting on tool calls) goes back with its server tool
 blocks and container only to the provider that issued it, as its signed thinking does;
-elsewhere they are left out with a warning.
+elsewhere they are left out with a warning. A schema "too complex" (a limit on every strict
+schema together, naming no field) is refused on the field the request carried its schemas
+in, and strict tools beside a response format past the per-request limits give up `strict`.
 """
 
 from __future__ import annotations
@@ -1300,3 +1302,139 @@ def test_the_options_forced_choice_without_tools_forces_nothing() -> None:
         request.with_option_json("anthropic", {**FORCE_ANY, "tools": [server_tool]})
     )
     assert (body["tool_choice"], "thinking" in body) == ({"type": "any"}, False)
+
+
+# A limit on every strict schema together, put on the field the request carried them in
+
+TOO_COMPLEX = "Schema is too complex for compilation."
+GRAMMAR_TOO_LARGE = (
+    "The compiled grammar is too large, which would cause performance issues. Simplify your "
+    "tool schemas or reduce the number of strict tools."
+)
+SMALL = {
+    "type": "object",
+    "properties": {"a": {"type": "integer"}},
+    "required": ["a"],
+    "additionalProperties": False,
+}
+STRICT_TOOL = ToolDefinition(name="lookup", parameters=SMALL, strict=True)
+LOOSE_TOOL = ToolDefinition(name="lookup", parameters=SMALL)
+FORMAT = ResponseFormat.for_schema(SMALL, name="answer")
+
+
+def _refused(words: str) -> dict[str, Any]:
+    return {"type": "error", "error": {"type": "invalid_request_error", "message": words}}
+
+
+@pytest.mark.parametrize("words", [TOO_COMPLEX, GRAMMAR_TOO_LARGE])
+@pytest.mark.parametrize(
+    ("fmt", "tools", "field"),
+    [
+        # Whatever the words say of tools, only the response format was sent.
+        (FORMAT, (), RequestField.RESPONSE_FORMAT),
+        # A tool without `strict` is no part of the grammar.
+        (FORMAT, (LOOSE_TOOL,), RequestField.RESPONSE_FORMAT),
+        (None, (STRICT_TOOL,), RequestField.TOOLS),
+        # Both compiled together: neither alone is the one refused.
+        (FORMAT, (STRICT_TOOL,), None),
+    ],
+    ids=["format", "format-loose-tool", "strict-tool", "both"],
+)
+@pytest.mark.parametrize("streamed", [False, True], ids=["chat", "stream"])
+def test_a_schema_too_complex_is_put_on_the_field_that_was_sent(
+    words: str,
+    fmt: ResponseFormat | None,
+    tools: tuple[ToolDefinition, ...],
+    field: RequestField | None,
+    streamed: bool,
+) -> None:
+    target, server = provider("anthropic", (400, _refused(words)))
+    request = ChatRequest(MODEL).user("x").model_copy(update={"response_format": fmt})
+    request = request.with_tools(list(tools)) if tools else request
+    with pytest.raises(UnsupportedError) as raised:
+        if streamed:
+            with target.chat_stream(request) as stream:
+                stream.response()
+        else:
+            target.chat(request)
+    assert raised.value.field is field
+    assert str(raised.value) == words
+    assert ("output_config" in server.bodies[0], len(server.bodies)) == (fmt is not None, 1)
+
+
+def test_a_schema_too_complex_naming_its_path_keeps_that_field() -> None:
+    words = "tools.0.custom.input_schema: Schema is too complex for compilation"
+    target, _ = provider("anthropic", (400, _refused(words)))
+    request = ChatRequest(MODEL).user("x").with_response_format(FORMAT).with_tools([STRICT_TOOL])
+    with pytest.raises(UnsupportedError) as raised:
+        target.chat(request)
+    assert raised.value.field is RequestField.TOOLS
+
+
+@pytest.mark.parametrize("words", [TOO_COMPLEX, GRAMMAR_TOO_LARGE])
+def test_a_guessed_native_extraction_falls_back_after_a_grammar_too_large(words: str) -> None:
+    """On `anthropic-compatible` native output is a guess: a 400 on the grammar of the
+    response format alone (whatever its advice on tools) is asked again with a forced tool."""
+    target, server = provider(
+        "anthropic-compatible",
+        (400, _refused(words)),
+        (200, {**EXTRACTED, "model": "some-model"}),
+        base_url="http://127.0.0.1:9/",
+    )
+    extracted = allama.extract(target, Answer, ChatRequest("some-model").user("x"))
+    assert extracted.value == Answer(a=1)
+    metadata = extracted.metadata
+    assert metadata.mode is ExtractionMode.FORCED_TOOL and metadata.auto_fallback is not None
+    assert metadata.auto_fallback.field is RequestField.RESPONSE_FORMAT
+    native, forced = server.bodies
+    assert "output_config" in native and "tools" not in native
+    assert "output_config" not in forced and forced["tool_choice"] == SUBMIT
+
+
+# Strict tools beside a response format, over the per-request limits together
+
+
+def _optional(count: int, prefix: str) -> dict[str, Any]:
+    properties = {f"{prefix}{i}": {"type": "integer"} for i in range(count)}
+    return {"type": "object", "properties": properties, "additionalProperties": False}
+
+
+OVER_24_OPTIONAL = (
+    "the strict schemas of the request have 25 optional properties, more than the 24 "
+    "Anthropic allows per request"
+)
+
+
+def test_strict_tools_give_up_strict_for_the_response_format_past_the_limits() -> None:
+    """12 optional properties in the response format and 13 in a strict tool (25, past the
+    24 Anthropic takes per request): the tool goes without `strict`, as tools alone past
+    the limits do, and the response format stays enforced."""
+    tool = ToolDefinition(name="t", parameters=_optional(13, "p"), strict=True)
+    fmt = ResponseFormat.for_schema(_optional(12, "o"), name="r")
+    request = ChatRequest(MODEL).user("x").with_response_format(fmt).with_tools([tool])
+    body, warnings = _anthropic(request)
+    assert body["output_config"]["format"]["type"] == "json_schema"
+    assert body["tools"] == [{"name": "t", "input_schema": tool.parameters}]
+    assert _said(warnings) == [
+        (
+            WarningKind.UNSUPPORTED,
+            RequestField.TOOLS,
+            f"{OVER_24_OPTIONAL}; the tools were sent without `strict`",
+        )
+    ]
+    with pytest.raises(UnsupportedError) as raised:
+        _anthropic(request.with_unsupported_policy(UnsupportedPolicy.ERROR))
+    assert (raised.value.field, str(raised.value)) == (
+        RequestField.TOOLS,
+        f"cannot send `tools`: {OVER_24_OPTIONAL}",
+    )
+    # A response format over the limits by itself is refused: no tool makes room for it.
+    alone = ResponseFormat.for_schema(_optional(25, "o"), name="r")
+    with pytest.raises(UnsupportedError) as raised:
+        _anthropic(request.with_response_format(alone))
+    assert (raised.value.field, str(raised.value)) == (
+        RequestField.RESPONSE_FORMAT,
+        "cannot send `response_format`: Anthropic cannot enforce the response format `r` in "
+        "`output_config.format`: the schema at `/` has 25 optional properties, more than the "
+        "24 Anthropic strict mode allows per request",
+    )

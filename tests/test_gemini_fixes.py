@@ -1,7 +1,8 @@
 """Gemini fixes: a stream cut before its finishing chunk reports its input and an unknown
 output (the running counts of the chunks before are not the call's); the caller's
 `thinkingConfig` is merged into the one `reasoning_effort` gave; an image Gemini does not
-read is refused before sending when given by URL, as it is inline."""
+read is refused before sending when given by URL, as it is inline; a schema with "too many
+states for serving" is refused on the field the request carried its schemas in."""
 
 from __future__ import annotations
 
@@ -15,9 +16,15 @@ import pytest
 from pydantic import BaseModel
 
 import allama
-from allama import ChatRequest, ExtractionMetadata
+from allama import ChatRequest, ExtractionMetadata, ExtractionMode
 from allama.adapters.gemini._stream import decode_stream
-from allama.errors import Error, IncompleteStreamError, InvalidRequestError, paid_for
+from allama.errors import (
+    Error,
+    IncompleteStreamError,
+    InvalidRequestError,
+    UnsupportedError,
+    paid_for,
+)
 from allama.providers import HttpProvider
 from allama.stream import StreamCollector
 from allama.transport import Transport
@@ -26,7 +33,10 @@ from allama.types import (
     ImagePart,
     ProviderDataEvent,
     ReasoningEffort,
+    RequestField,
+    ResponseFormat,
     ToolDefinition,
+    UnsupportedStage,
     Usage,
     UsageEvent,
 )
@@ -355,3 +365,66 @@ def test_tools_of_one_name_are_refused_unsent() -> None:
             "(positions count from 0): `lookup` names the tools at positions 0 and 2"
         )
     assert sent == []
+
+
+# A schema too complex to serve, put on the field the request carried its schemas in
+
+TOO_MANY_STATES = (
+    "The specified schema produces a constraint that has too many states for serving.  "
+    "Typical causes of this error are schemas with lots of text (for example, very long "
+    "property or enum names), schemas with long array length limits (especially when "
+    "nested), or schemas using complex value matchers (for example, integers or numbers with "
+    "minimum/maximum bounds or strings with complex formats like date-time)"
+)
+SMALL = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+
+
+def _too_many_states() -> tuple[HttpProvider, list[dict[str, Any]]]:
+    bodies: list[dict[str, Any]] = []
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        bodies.append(json.loads(request.content))
+        error = {"code": 400, "message": TOO_MANY_STATES, "status": "INVALID_ARGUMENT"}
+        return httpx2.Response(400, json={"error": error})
+
+    transport = Transport(client=httpx2.Client(transport=httpx2.MockTransport(answer)))
+    target = allama.provider("gemini", api_key=KEY, transport=transport)
+    assert isinstance(target, HttpProvider)
+    return target, bodies
+
+
+@pytest.mark.parametrize(
+    ("model", "schema", "tools", "field"),
+    [
+        ("gemini-2.5-flash", False, True, RequestField.TOOLS),
+        ("gemini-2.5-flash", True, False, RequestField.RESPONSE_FORMAT),
+        # Gemini 3 takes both: together they are the constraint, neither alone.
+        ("gemini-3-flash-preview", True, True, None),
+    ],
+    ids=["tools", "response-schema", "both"],
+)
+def test_too_many_states_is_put_on_the_field_that_was_sent(
+    model: str, schema: bool, tools: bool, field: RequestField | None
+) -> None:
+    target, bodies = _too_many_states()
+    request = ChatRequest(model).user("x")
+    if schema:
+        request = request.with_response_format(ResponseFormat.for_schema(SMALL, name="r"))
+    if tools:
+        request = request.with_tools([ToolDefinition(name="lookup", parameters=SMALL)])
+    with pytest.raises(UnsupportedError) as raised:
+        target.chat(request)
+    assert (raised.value.field, raised.value.stage) == (field, UnsupportedStage.PROVIDER)
+    assert str(raised.value) == TOO_MANY_STATES
+    assert ("tools" in bodies[0], "generationConfig" in bodies[0]) == (tools, schema)
+
+
+def test_a_forced_tool_extraction_too_many_states_is_on_its_tools() -> None:
+    """The forced tool carries the schema: the refusal is of `tools`, not of a response
+    format that was never sent."""
+    target, bodies = _too_many_states()
+    request = ChatRequest("gemini-2.5-flash").user("x").with_option(ExtractionMode.FORCED_TOOL)
+    with pytest.raises(UnsupportedError) as raised:
+        allama.extract(target, Person, request)
+    assert raised.value.field is RequestField.TOOLS
+    assert "generationConfig" not in bodies[0] and bodies[0]["toolConfig"]

@@ -433,9 +433,21 @@ SYNTHETIC = [
         response_text="<html><body>Service Unavailable</body></html>",
     ),
     _synthetic(
+        # Its words name no field: the error is put on the one that carried a schema.
         "error_400_too_many_states",
         status=400,
         tags=["synthetic", "invalid_schema"],
+        request_body={
+            "contents": [{"role": "user", "parts": [{"text": "Hello"}]}],
+            "generationConfig": {
+                "responseMimeType": "application/json",
+                "responseJsonSchema": {
+                    "type": "object",
+                    "properties": {"city": {"type": "string"}},
+                    "required": ["city"],
+                },
+            },
+        },
         response_body=_google_error(400, "INVALID_ARGUMENT", TOO_MANY_STATES),
     ),
     _synthetic(

@@ -325,7 +325,8 @@ def test_an_unknown_openai_strict_profile_is_a_value_error_naming_the_profiles()
     with pytest.raises(ValueError) as raised:
         allama.schema.openai_strict(schema, profile=profile)  # type: ignore[arg-type]
     assert str(raised.value) == (
-        "unknown profile 'azure'; known profiles: current, azure_legacy, fine_tuned, xai, deepseek"
+        "unknown profile 'azure'; known profiles: current, azure_legacy, fine_tuned, xai, "
+        "deepseek, groq"
     )
     kept = allama.schema.openai_strict(schema, profile="azure_legacy")
     assert kept.schema["required"] == ["n"]

@@ -1,5 +1,6 @@
 """Provider size limits: the nesting depth counted the same whatever the order of fields,
-notes that say where a limit is passed and what to change, and xAI's own bounds kept."""
+notes that say where a limit is passed and what to change (and whose limit it is, assumed
+for xAI and Groq), and xAI's own bounds kept."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from allama import ChatRequest, ExtractionMode, Extractor, SchemaEnforcement
 from allama.schema._dialects._openai_strict import openai_strict
 from allama.schema._limits import measure
 from allama.transport import Transport
+from allama.types import ResponseFormat
 
 
 def _send(name: str, model: str, tp: Any, answer: str) -> tuple[Any, dict[str, Any]]:
@@ -328,6 +330,26 @@ def test_xai_is_held_to_openais_limits_said_as_assumed() -> None:
     assert [note.message for note in openai_strict(_flat(5001)).notes] == [
         "the schema at `/` has 5001 object properties, more than the 5000 OpenAI strict mode allows"
     ]
+
+
+def test_groq_is_held_to_openais_limits_said_as_assumed() -> None:
+    """Groq publishes no limits of its own: a refusal by OpenAI's says it is assumed, in the
+    warning its gpt-oss strict mode gives as the schema goes without `strict`."""
+    assumed = (
+        "the schema at `/` has 5001 object properties, more than the 5000 OpenAI strict mode "
+        "allows, a limit assumed for Groq strict mode, which documents none"
+    )
+    rewrite = openai_strict(_flat(5001), profile="groq")
+    assert [(note.pointer, note.message) for note in rewrite.notes] == [("/", assumed)]
+    fmt = ResponseFormat.for_schema(_flat(5001), name="r")
+    request = ChatRequest("openai/gpt-oss-120b").user("hi").with_response_format(fmt)
+    http, warnings = allama.provider("groq", api_key="k")._prepare(request, stream=False)
+    assert http.body["response_format"]["json_schema"]["strict"] is False
+    assert [w.message for w in warnings] == [
+        f"the response format `r` is not strict-representable: {assumed}; it goes without `strict`"
+    ]
+    # Within them, the same rules as OpenAI's: nothing to say.
+    assert openai_strict(_flat(5000), profile="groq").exact
 
 
 Sku = Field(json_schema_extra={"enum": [f"{i:060d}" for i in range(251)]})

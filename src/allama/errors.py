@@ -82,6 +82,14 @@ without naming one (OpenRouter's 404 when no endpoint serves them all). The prov
 it on the field of the request's schema; a decision first asks again without the
 log-probabilities it added itself."""
 
+SCHEMAS_TOGETHER_KEY = "allama.schemas_together"
+"""On an `UnsupportedError` with no field: the provider refused the request's schemas by a
+limit on all of them together (Anthropic's grammar "too large", Gemini's "too many states"),
+in words that name no field. Its value says which tools' schemas count beside the response
+format's: `"strict"` (those sent `strict`, the only ones Anthropic compiles) or `"all"`. The
+provider puts the error on the field that carries them, from the request it answers (none
+when both do)."""
+
 PAID_BEFORE_KEY = "allama.paid_before"
 """The context metadata key of what earlier failed attempts of the same call reported paying
 (a retry that gave up): a list of `{"provider", "model", "usage"}`, beside the error's own

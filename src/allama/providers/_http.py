@@ -32,6 +32,7 @@ from allama.adapters._http import (
 )
 from allama.errors import (
     QUOTA_TOKENS_PER_MINUTE_KEY,
+    SCHEMAS_TOGETHER_KEY,
     UNNAMED_PARAMETERS_KEY,
     AuthenticationError,
     Error,
@@ -1382,16 +1383,19 @@ def _in_its_terms(error: Error, request: ChatRequest) -> Error:
 
 
 def _refused_field(error: Error, request: ChatRequest) -> Error:
-    """A provider's refusal of "the requested parameters" that names none (OpenRouter's
-    404 when, under `require_parameters`, no endpoint serves them all): put on the field
-    that carries the request's schema, which only some endpoints serve, so that an
-    extraction whose native output was a guess falls back to a forced tool; the message
-    names the other optional parameters sent, since any of them may be the one refused."""
-    if (
-        isinstance(error, UnsupportedError)
-        and error.field is None
-        and error.context.metadata.get(UNNAMED_PARAMETERS_KEY) is True
-    ):
+    """A provider's refusal that names no field, put on the field that carries the
+    request's schema, so that an extraction whose native output was a guess falls back to a
+    forced tool: "the requested parameters" (OpenRouter's 404 when, under
+    `require_parameters`, no endpoint serves them all), whose message then names the other
+    optional parameters sent, since any of them may be the one refused; or a limit on all
+    its schemas together (`SCHEMAS_TOGETHER_KEY`), whose words may speak of tools the
+    request did not send."""
+    if not isinstance(error, UnsupportedError) or error.field is not None:
+        return error
+    together = error.context.metadata.get(SCHEMAS_TOGETHER_KEY)
+    if together in ("strict", "all"):
+        error.field = _carrying_schemas(request, strict_only=together == "strict")
+    elif error.context.metadata.get(UNNAMED_PARAMETERS_KEY) is True:
         fmt = request.response_format
         if fmt is not None and fmt.type == "json_schema" and not request.tools:
             error.field = RequestField.RESPONSE_FORMAT
@@ -1409,6 +1413,20 @@ def _refused_field(error: Error, request: ChatRequest) -> Error:
             )
             error.args = (error.message,)
     return error
+
+
+def _carrying_schemas(request: ChatRequest, *, strict_only: bool) -> RequestField | None:
+    """The one field that carries the schemas `request` has constrained: the response
+    format's, or its tools' (`strict_only`: those sent `strict`, or, when none is, the
+    tools, the only schemas sent); `None` when both do, as the limit is on them together."""
+    fmt = request.response_format
+    schema = fmt is not None and fmt.type == "json_schema"
+    compiled = any(tool.strict or not strict_only for tool in request.tools)
+    if schema and not compiled:
+        return RequestField.RESPONSE_FORMAT
+    if not schema and request.tools:
+        return RequestField.TOOLS
+    return None
 
 
 def _optional_parameters(request: ChatRequest, *, forced: bool) -> list[str]:

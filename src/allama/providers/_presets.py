@@ -311,6 +311,7 @@ _PRESETS: tuple[Preset, ...] = (
         WireProfile(
             "groq",
             "Groq",
+            strict_profile="groq",
             max_stop_sequences=4,
             max_temperature=2.0,
             json_mode_word=True,

@@ -1023,9 +1023,9 @@ class _Encoder:
         system, messages = self.conversation()
         output = self.output_format()
         tools, said = self.tools()
+        # Past the limits, the strict tools give up `strict`, and the response format keeps
+        # its enforcement: one over them by itself was refused above (its dialect counts).
         why = self.over_limits()
-        if why is not None and output is not None:
-            raise self.degradations.unsupported(RequestField.RESPONSE_FORMAT, why)
         for strict, warnings in said:
             # Past the limits every tool goes as its own schema: a strict tool's warnings
             # (what its rewrite changed) are not true of what was sent.

@@ -5,8 +5,9 @@ Anthropic's body is `{"type": "error", "error": {"type", "message", "details"?},
 is missing or new (or the body is not JSON at all, such as Cloudflare's HTML page for a 413).
 A 400 that rejects a schema (of `output_config.format` or of a tool's `input_schema`) is an
 `UnsupportedError` on that field, so that an extraction can fall back to another way of
-asking; a 400 saying the input does not fit is a `ContextWindowExceededError`. The provider's
-words are kept as an upstream message and never logged.
+asking (a schema "too complex" names none: the provider reads it from the request); a 400
+saying the input does not fit is a `ContextWindowExceededError`. The provider's words are
+kept as an upstream message and never logged.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 from allama.adapters._http import body_message, rfc3339_seconds, wait_until, wire_json
 from allama.adapters.openai_compat._errors import retry_after_seconds, waits_as_asked
 from allama.errors import (
+    SCHEMAS_TOGETHER_KEY,
     AuthenticationError,
     ContextWindowExceededError,
     Error,
@@ -45,8 +47,10 @@ __all__ = [
 _RESPONSE_SCHEMA = r"(?i)output_config\.format|output_format"
 _TOOL_SCHEMA = r"(?i)input_schema|tools\.\d+\.(?:custom\.)?strict|strict tools?\b|tool schemas?\b"
 # Limits on the grammar compiled from every strict schema of a request together: they name
-# no field, so the tools are blamed only when the message speaks of them.
+# no field (the grammar's advice speaks of tools even when only `output_config` was sent),
+# so the field is read from the request (`SCHEMAS_TOGETHER_KEY`) unless a path names it.
 _TOO_COMPLEX = r"(?i)schema is too complex|compiled grammar is too large"
+_TOOL_PATH = r"(?i)input_schema|tools\.\d+\."
 _CONTEXT_WORDS = r"(?i)prompt is too long|exceeds? (?:the )?context limit|context window"
 _SPEND_LIMIT = "enforced_spend_limit_reached"
 _LIMITS = ("requests", "tokens", "input-tokens", "output-tokens")
@@ -96,13 +100,16 @@ def _text(value: Any) -> str | None:
 
 
 def _rejected_schema(message: str) -> RequestField | None:
-    """The request field whose schema the provider rejected, if the message says it did."""
+    """The request field whose schema the provider rejected, if the message names it."""
+    if re.search(_TOO_COMPLEX, message):
+        # Only a path names a field here: the advice on tools is given whatever was sent.
+        if re.search(_RESPONSE_SCHEMA, message):
+            return RequestField.RESPONSE_FORMAT
+        return RequestField.TOOLS if re.search(_TOOL_PATH, message) else None
     if re.search(_RESPONSE_SCHEMA, message):
         return RequestField.RESPONSE_FORMAT
     if re.search(_TOOL_SCHEMA, message):
         return RequestField.TOOLS
-    if re.search(_TOO_COMPLEX, message):
-        return RequestField.TOOLS if "tool" in message.lower() else RequestField.RESPONSE_FORMAT
     return None
 
 
@@ -118,6 +125,11 @@ def _invalid_request(message: str) -> Error:
     field = _rejected_schema(message)
     if field is not None:
         return UnsupportedError(message, field=field, stage=UnsupportedStage.PROVIDER)
+    if re.search(_TOO_COMPLEX, message):
+        # A limit on the grammar of every strict schema together, naming none: the provider
+        # puts it on the field the request carries them in (only strict tools are compiled).
+        refused = UnsupportedError(message, stage=UnsupportedStage.PROVIDER)
+        return refused.with_metadata(SCHEMAS_TOGETHER_KEY, "strict")
     if re.search(_CONTEXT_WORDS, message):
         return ContextWindowExceededError(message)
     if re.search(_NO_CREDIT, message) or re.search(_USAGE_LIMITS, message):

@@ -13,8 +13,9 @@ front end's HTML page). The details refine it:
 - A 400 rejecting a schema (of `generationConfig.responseSchema` / `responseJsonSchema`, or
   of a function declaration's parameters), a schema too complex to serve, or JSON output
   asked for together with function calling, is an `UnsupportedError` on that field, so that
-  an extraction can fall back to another way of asking; a 400 saying the input does not fit
-  is a `ContextWindowExceededError`.
+  an extraction can fall back to another way of asking (a schema too complex names none:
+  the provider reads it from the request); a 400 saying the input does not fit is a
+  `ContextWindowExceededError`.
 - `RESOURCE_EXHAUSTED` is a `RateLimitedError` that waits `RetryInfo.retryDelay` (or the
   `retry-after` header), unless the quota is one that waiting a moment will not clear: a
   `QuotaFailure` violation of a per-day quota, or a quota whose limit is 0 (the tier does
@@ -36,6 +37,7 @@ from allama.adapters._http import body_message, wire_json
 from allama.adapters.openai_compat._errors import retry_after_seconds, waits_as_asked
 from allama.errors import (
     QUOTA_TOKENS_PER_MINUTE_KEY,
+    SCHEMAS_TOGETHER_KEY,
     AuthenticationError,
     ContextWindowExceededError,
     Error,
@@ -175,8 +177,10 @@ def _rejected_schema(message: str) -> RequestField | None:
     if re.search(_MIME_CONFLICT, message):
         return RequestField.RESPONSE_FORMAT
     if re.search(_TOO_COMPLEX, message):
-        named = re.search(_NAMES_TOOLS, message) is not None
-        return RequestField.TOOLS if named else RequestField.RESPONSE_FORMAT
+        # Its usual words name no field: `_invalid_argument` leaves it to the request.
+        if re.search(_NAMES_TOOLS, message):
+            return RequestField.TOOLS
+        return RequestField.RESPONSE_FORMAT if re.search(_RESPONSE_SCHEMA, message) else None
     if re.search(_RESPONSE_SCHEMA, message):
         return RequestField.RESPONSE_FORMAT
     if re.search(_TOOL_SCHEMA, message):
@@ -189,6 +193,12 @@ def _invalid_argument(message: str) -> Error:
     field = _rejected_schema(message)
     if field is not None:
         return UnsupportedError(message, field=field, stage=UnsupportedStage.PROVIDER)
+    if re.search(_TOO_COMPLEX, message):
+        # A schema too complex to serve, naming none: the response schema and the function
+        # declarations all constrain the output, so the provider puts it on the field the
+        # request carries them in.
+        refused = UnsupportedError(message, stage=UnsupportedStage.PROVIDER)
+        return refused.with_metadata(SCHEMAS_TOGETHER_KEY, "all")
     if re.search(_CONTEXT_WORDS, message):
         return ContextWindowExceededError(message)
     return InvalidRequestError(message)

@@ -42,7 +42,9 @@ class WireProfile:
     display_name: str
     response_dialect: SchemaDialect = SchemaDialect.OPENAI_STRICT
     tool_dialect: SchemaDialect = SchemaDialect.OPENAI_STRICT
-    strict_profile: Literal["current", "azure_legacy", "fine_tuned", "xai", "deepseek"] = "current"
+    strict_profile: Literal["current", "azure_legacy", "fine_tuned", "xai", "deepseek", "groq"] = (
+        "current"
+    )
     token_field: Literal["max_completion_tokens", "max_tokens"] = "max_completion_tokens"
     reasoning_token_field: Literal["max_completion_tokens"] | None = None
     """The output limit's field for a model that reasons, where it is not `token_field`:

@@ -23,7 +23,7 @@ from allama.schema._rewrite import Rewrite
 
 __all__ = ["OpenAIProfile", "openai_strict"]
 
-OpenAIProfile = Literal["current", "azure_legacy", "fine_tuned", "xai", "deepseek"]
+OpenAIProfile = Literal["current", "azure_legacy", "fine_tuned", "xai", "deepseek", "groq"]
 
 _BASE = frozenset({"type", "enum", "required"})
 _XAI_BOUNDS = {
@@ -180,6 +180,14 @@ class _FineTuned(_Current):
     provider: ClassVar[str] = "OpenAI strict mode for fine-tuned models"
     keep: ClassVar[frozenset[str]] = _BASE
     formats: ClassVar[frozenset[str] | None] = frozenset()
+
+
+class _Groq(_Current):
+    """Groq's strict mode (its gpt-oss models): OpenAI's rules, as Groq says, and no size
+    limits of its own published: OpenAI's are kept, and said to be assumed."""
+
+    provider: ClassVar[str] = "Groq strict mode"
+    limits_of: ClassVar[str | None] = _Current.provider
 
 
 class _Xai(_Current):
@@ -346,6 +354,7 @@ _ENGINES: dict[str, type[_Current]] = {
     "fine_tuned": _FineTuned,
     "xai": _Xai,
     "deepseek": _DeepSeek,
+    "groq": _Groq,
 }
 
 
@@ -375,7 +384,8 @@ def openai_strict(schema: Mapping[str, Any], *, profile: OpenAIProfile = "curren
     `pattern`, `format`, numeric or array bounds, and the smaller limits (100 properties,
     5 levels); `"fine_tuned"` the keywords of OpenAI's fine-tuned models (none of those,
     the current limits); `"xai"` xAI's (no recursion, its formats and bounds);
-    `"deepseek"` DeepSeek's strict tools (Azure's older keywords and limits). Raises
+    `"deepseek"` DeepSeek's strict tools (Azure's older keywords and limits); `"groq"`
+    Groq's (the current rules, its limits assumed from OpenAI's). Raises
     `SchemaError` for a schema that is not valid JSON Schema, and a `ValueError` naming
     the profiles for another profile.
 
