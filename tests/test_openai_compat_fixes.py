@@ -1747,3 +1747,16 @@ def test_o1_minis_json_mode_note_and_schema_go_in_the_first_user_turn_too() -> N
     ]
     assert recorder.bodies[0]["response_format"] == {"type": "json_object"}
     assert _moved("o1-mini") in _told_all(extracted.response.warnings)
+
+
+@pytest.mark.parametrize("model", ["o1-mini", "o1-mini-2024-09-12", "o1-preview"])
+def test_o1_mini_and_o1_preview_are_sent_no_reasoning_effort(model: str) -> None:
+    # "o1-preview and o1-mini do not support reasoning effort as an input" (OpenAI's
+    # community forum; dzhng/deep-research#89 left o1-mini out to stop the 400).
+    body, warnings = _sent("openai", ChatRequest(model).user("hi").with_reasoning_effort("high"))
+    assert "reasoning_effort" not in body
+    assert [w.message for w in warnings] == [
+        f"`{model}` on OpenAI takes no reasoning effort `high`"
+    ]
+    body, warnings = _sent("openai", ChatRequest("o1").user("hi").with_reasoning_effort("high"))
+    assert body["reasoning_effort"] == "high" and warnings == ()

@@ -136,6 +136,9 @@ _LOW_HIGH = (("minimal", "low"), ("low", "low"), ("medium", "high"), ("high", "h
 _LOW_TO_HIGH = (("minimal", "low"), ("low", "low"), ("medium", "medium"), ("high", "high"))
 """Families that always reason and take `low`, `medium` and `high` (o-series, gpt-oss, GPT-5
 codex), and endpoints that take only those (Together)."""
+_NO_EFFORT: tuple[tuple[str, str], ...] = ()
+"""Families that reason but take no reasoning effort at all: every effort is refused."""
+
 _GPT_5: tuple[tuple[str, str], ...] = (
     ("none", "minimal"),
     ("minimal", "minimal"),
@@ -299,6 +302,7 @@ _OPENAI_BASE_ROWS = (
         logprobs=N,
         parallel_tools=N,
         sampling="no",
+        efforts=_NO_EFFORT,
         system_role=False,
     ),
     ModelFamily(
@@ -310,6 +314,7 @@ _OPENAI_BASE_ROWS = (
         logprobs=N,
         parallel_tools=N,
         sampling="no",
+        efforts=_NO_EFFORT,
         system_role=False,
     ),
     ModelFamily(
@@ -486,9 +491,6 @@ _GROQ_ROWS = (
         json_with_tools=False,
     ),
 )
-
-_NO_EFFORT: tuple[tuple[str, str], ...] = ()
-"""Families that reason but take no reasoning effort at all: every effort is refused."""
 
 _XAI_ROWS = (
     # Grok's reasoning models reject `stop`; few of them take a reasoning effort. Structured
