@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Generator, Mapping
+from collections.abc import Generator, Iterator, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from functools import lru_cache
@@ -85,7 +85,6 @@ from allama.types import (
     UserMessage,
     Warning,
 )
-from allama.wrappers._lifetime import sent_through
 
 __all__ = ["PROMPT_OPTION", "Decision", "decide_steps", "options_of"]
 
@@ -357,9 +356,20 @@ def _choice_everywhere(provider: ChatProvider, model: str) -> bool:
         return False
     return all(
         each.chat_capability(model, ChatCapability.CHOICE_OUTPUT) is supported
-        for each in sent_through(provider)
+        for each in _sent_through(provider)
         if isinstance(each, ChatProvider)
     )
+
+
+def _sent_through(provider: object) -> Iterator[object]:
+    """The providers `provider` sends through: itself, or those its wrappers hold (a
+    wrapper says which with `_wrapped()`; the wrappers sit in a layer below this one)."""
+    wrapped = getattr(provider, "_wrapped", None)
+    if not callable(wrapped):
+        yield provider
+        return
+    for inner in wrapped():
+        yield from _sent_through(inner)
 
 
 def _check_stops(
