@@ -370,3 +370,74 @@ def test_ctrl_c_while_the_command_loads_ends_it_quietly(monkeypatch: pytest.Monk
     from allama import cli
 
     assert cli.main(["--version"]) == 130
+
+
+def test_plan_of_the_model_given(capsys: pytest.CaptureFixture[str]) -> None:
+    # What Groq enforces depends on the model: its Llama has no JSON Schema output, so the
+    # plan of the model the run will use differs from that of the preset's own model.
+    groq = ["--provider", "groq", "--provider", "openai"]
+    assert main(["plan", INVOICE, "--json", *groq, "--model", "llama-3.3-70b-versatile"]) == 0
+    plans = json.loads(capsys.readouterr().out)["plans"]
+    assert [(row["provider"], row["model"], row["mode"]) for row in plans] == [
+        ("groq", "llama-3.3-70b-versatile", "native"),
+        ("groq", "llama-3.3-70b-versatile", "forced_tool"),
+        ("openai", "llama-3.3-70b-versatile", "native"),
+        ("openai", "llama-3.3-70b-versatile", "forced_tool"),
+    ]
+    assert [row["enforcement"] for row in plans[:2]] == ["not_enforced", "approximate"]
+    assert main(["plan", INVOICE, "--provider", "groq", "--model", "llama-3.3-70b-versatile"]) == 0
+    rows = [line.split()[:4] for line in capsys.readouterr().out.splitlines()[3:5]]
+    assert rows == [
+        ["groq", "llama-3.3-70b-versatile", "native", "not_enforced"],
+        ["groq", "llama-3.3-70b-versatile", "forced_tool", "approximate"],
+    ]
+    # A model is one provider's: planned on every preset, it would be on the others' too.
+    assert main(["plan", INVOICE, "--model", "gpt-4o"]) == 2
+    assert capsys.readouterr() == (
+        "",
+        "allama plan: --model goes with --provider: a model is one provider's (name it: "
+        "`--provider openai`, say)\n",
+    )
+    assert main(["plan", INVOICE, "--provider", "openai", "--model", ""]) == 2
+    assert capsys.readouterr() == ("", "allama plan: --model is empty; name the model to plan\n")
+
+
+def test_plan_names_each_provider_once(capsys: pytest.CaptureFixture[str]) -> None:
+    twice = ["--provider", "openai", "--provider", "groq", "--provider", "openai"]
+    others = ["--provider", "openai:responses", "--provider", "openai (responses)"]
+    assert main(["plan", INVOICE, "--json", *twice, *others]) == 0
+    plans = json.loads(capsys.readouterr().out)["plans"]
+    assert [(row["provider"], row["mode"]) for row in plans] == [
+        ("openai", "native"),
+        ("openai", "forced_tool"),
+        ("groq", "native"),
+        ("groq", "forced_tool"),
+        ("openai (responses)", "native"),
+        ("openai (responses)", "forced_tool"),
+    ]
+
+
+def test_python_m_allama_runs_the_command() -> None:
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    done = subprocess.run(
+        [sys.executable, "-P", "-m", "allama", "--version"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (
+        0,
+        f"allama {allama_package.__version__}\n",
+        "",
+    )
+    # As the command: a usage error is said with its status.
+    done = subprocess.run(
+        [sys.executable, "-P", "-m", "allama", "plan"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.endswith("allama plan: error: the following arguments are required: type\n")

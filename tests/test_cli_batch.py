@@ -3753,3 +3753,75 @@ def test_a_folder_says_which_of_its_files_it_does_not_read(
         f"allama batch run: {nested}: no *.txt or *.md files in this folder (prompt.md is the "
         "run's own output or prompt; its subfolders are not read)\n"
     )
+
+
+def test_a_retry_route_without_provider_batch_is_refused(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `live` or `batch` says how a job's failed rows are sent again: without jobs, the
+    # failures would go again as ordinary calls, at full price, which no one asked for.
+    docs = folder(tmp_path, [1, 7])
+    out = tmp_path / "out.jsonl"
+    alone = " (--retry-failed alone sends the failures again as the run's own calls)\n"
+    for route in ("live", "batch"):
+        assert run(server, row_type, docs, out, "--retry-failed", route) == 2
+        assert capsys.readouterr() == (
+            "",
+            f"allama batch run: --retry-failed {route} is for runs with --provider-batch" + alone,
+        )
+    assert run(server, row_type, docs, out, "--job-size", "5", "--retry-failed=live") == 2
+    assert capsys.readouterr().err == (
+        "allama batch run: --job-size and --retry-failed live are for runs with "
+        "--provider-batch" + alone
+    )
+    assert not server.sent and not out.exists()
+    # The plain form sends the failures of earlier runs again, as it did.
+    assert run(server, row_type, docs, out) == 0
+    assert run(server, row_type, docs, out, "--retry-failed") == 0
+    assert sorted(server.sent.items()) == [(1, 1), (7, 2)]
+
+
+def test_a_hosted_model_without_a_provider_says_local_was_taken(
+    row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = folder(tmp_path, [1])
+    base = ["batch", "run", str(docs), "--type", row_type, "--out", str(tmp_path / "o.jsonl")]
+    local = (
+        "allama batch run: no --provider was given, so the run is --provider local's, whose "
+        "--model is a .gguf model file, or `smollm2` (the default): "
+    )
+    assert main([*base, "--model", "gpt-4o-mini"]) == 2
+    assert capsys.readouterr() == (
+        "",
+        f"{local}no such file `gpt-4o-mini`; for a hosted model, name its provider "
+        "(`--provider openai`, say)\n",
+    )
+    # A model file's path, or a file that is there, is no hosted model's name.
+    nope = tmp_path / "nope.gguf"
+    assert main([*base, "--model", str(nope)]) == 2
+    assert capsys.readouterr().err == f"{local}no such file `{nope}`\n"
+    notes = tmp_path / "notes.txt"
+    notes.write_text("precious\n")
+    assert main([*base, "--model", str(notes)]) == 2
+    assert capsys.readouterr().err == f"{local}`{notes}` is not a .gguf file\n"
+    # --provider local named: no provider was left out.
+    assert main([*base, "--provider", "local", "--model", "gpt-4o-mini"]) == 2
+    assert capsys.readouterr().err == (
+        "allama batch run: --model with --provider local is a .gguf model file, or `smollm2` "
+        "(the default): no such file `gpt-4o-mini`\n"
+    )
+
+
+def test_a_failure_before_any_pass_is_exported_without_an_enforcement(
+    server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 13 is refused with a 400, answered by no pass: no schema was enforced or not, and a
+    # `not_enforced` there would be counted with the answers' enforcement.
+    ledger = ledger_of(server, row_type, tmp_path, [1, 7, 13])
+    summary = summary_of(capsys.readouterr().err)
+    assert summary[1:3] == ["1 done, 2 failed, in T s", "enforcement: exact 1"]
+    assert main(["batch", "export", ledger, "--failed"]) == 0
+    failures = by_label([json.loads(line) for line in capsys.readouterr().out.splitlines()])
+    assert failures["doc-13.txt"]["record"] == {"mode": "native", "passes": 0, "repaired": False}
+    # One answered (7's, whose answer was no JSON) keeps it.
+    assert without_source(failures["doc-07.txt"])["record"] == record()

@@ -134,7 +134,6 @@ def add_batch_parser(commands: Any) -> None:
     asking = run.add_argument_group("request")
     asking.add_argument(
         "--provider",
-        default="local",
         metavar="NAME",
         help="a provider preset (default: local, llama.cpp in this process; no key needed)",
     )
@@ -286,7 +285,8 @@ def add_batch_parser(commands: Any) -> None:
     export.add_argument(
         "--failed",
         action="store_true",
-        help="the failures instead: label, key, attempts, error (kind and message), record",
+        help="the failures instead: label, key, attempts, error (kind and message), record "
+        "(without enforcement where no pass was answered)",
     )
     export.add_argument(
         "--provider-messages",
@@ -494,17 +494,28 @@ def _prepare(args: argparse.Namespace) -> _Prepared:
         raise _Usage(str(error)) from None
     _check_type(args.type_ref, tp)
     if not args.provider_batch:
+        # (A route for --retry-failed is how a job's failed rows are sent again: without
+        # jobs, the failures would go as ordinary calls, at full price, unasked.)
         given = [
             flag
             for flag, value in (
                 ("--poll-interval", args.poll_interval),
                 ("--job-size", args.job_size),
+                (
+                    f"--retry-failed {args.retry_failed}",
+                    args.retry_failed if args.retry_failed in ("live", "batch") else None,
+                ),
             )
             if value is not None
         ]
         if given:
             are = "is" if len(given) == 1 else "are"
-            raise _Usage(f"{' and '.join(given)} {are} for runs with --provider-batch")
+            alone = (
+                " (--retry-failed alone sends the failures again as the run's own calls)"
+                if args.retry_failed in ("live", "batch")
+                else ""
+            )
+            raise _Usage(f"{' and '.join(given)} {are} for runs with --provider-batch{alone}")
     source = Path(args.input)
     if not source.exists():
         raise _Usage(f"no such file or folder: `{args.input}`")
@@ -583,16 +594,19 @@ def _prepare(args: argparse.Namespace) -> _Prepared:
     prompt = DEFAULT_PROMPT
     if args.prompt is not None:
         prompt = _read_prompt(Path(args.prompt))
-    local = args.provider.strip().lower() == "local"
+    # `local` when no --provider is given (kept apart: a hosted model's name then is most
+    # likely a --provider left out, which its refusal says).
+    named = args.provider if args.provider is not None else "local"
+    local = named.strip().lower() == "local"
     model = args.model or (LOCAL_MODEL if local else None)
     if model is None:
         from allama.providers._registry import preset_named
 
         try:
-            preset_named(args.provider)  # a name no preset has is said first
+            preset_named(named)  # a name no preset has is said first
         except ValueError as error:
             raise _Usage(str(error)) from None
-        raise _Usage(f"--model is required with --provider {args.provider}")
+        raise _Usage(f"--model is required with --provider {named}")
     concurrency = args.concurrency or (1 if local else 8)
     options: dict[str, Any] = {}
     if local and model != LOCAL_MODEL:
@@ -600,6 +614,8 @@ def _prepare(args: argparse.Namespace) -> _Prepared:
         # default model under another name, in the output and the ledger's keys.
         why = _not_a_model_file(model)
         if why is not None:
+            if args.provider is None:
+                raise _Usage(_no_provider_given(model, why))
             raise _Usage(
                 f"--model with --provider local is a .gguf model file, or `{LOCAL_MODEL}` "
                 f"(the default): {why}"
@@ -613,7 +629,7 @@ def _prepare(args: argparse.Namespace) -> _Prepared:
         # One llama.cpp slot per input in flight, each with the context one slot has alone.
         options.update(parallel=concurrency, context=_SLOT_CONTEXT * concurrency)
     try:
-        provider = allama.provider(args.provider, **options)
+        provider = allama.provider(named, **options)
     except (ValueError, TypeError) as error:
         raise _Usage(str(error)) from None
     unpriced = None if args.max_cost is None else unpriced_provider(provider)
@@ -755,6 +771,19 @@ def _not_a_model_file(model: str) -> str | None:
     if not model.lower().endswith(".gguf"):
         return f"`{model}` is not a .gguf file"
     return None
+
+
+def _no_provider_given(model: str, why: str) -> str:
+    """The refusal of a --model that is no model file when no --provider was given: the run
+    would be `local`'s, said so, and a name that is no path to a `.gguf` file is most
+    likely a hosted model's, whose provider was left out."""
+    said = (
+        f"no --provider was given, so the run is --provider local's, whose --model is a "
+        f".gguf model file, or `{LOCAL_MODEL}` (the default): {why}"
+    )
+    if model.lower().endswith(".gguf") or Path(model).exists():
+        return said
+    return f"{said}; for a hosted model, name its provider (`--provider openai`, say)"
 
 
 def _check_type(reference: str, tp: Any) -> None:
@@ -2657,7 +2686,7 @@ def _value_row(
     repeats its records, paid once: said, so that summing the rows counts them once."""
     row = {"label": label, "key": key, "value": value, "record": record}
     if earlier:
-        row["earlier_attempts"] = earlier
+        row["earlier_attempts"] = [_answered(each) for each in earlier]
     if duplicate:
         row["duplicate"] = True
     return row
@@ -2667,6 +2696,16 @@ def _error_shown(error: Any, *, words: bool) -> Any:
     if words or not isinstance(error, dict):
         return error
     return {key: value for key, value in error.items() if key != "provider_message"}
+
+
+def _answered(record: Any) -> Any:
+    """A failed attempt's record as written: without `enforcement` when no pass was answered
+    (a request refused with a 400, a stream cut before its end), where it says nothing of
+    the schema but the record type's default (`not_enforced`), which counts of the
+    records' enforcement would take for a fact. (A run's summary counts only values'.)"""
+    if not isinstance(record, dict) or record.get("passes") != 0:
+        return record
+    return {key: value for key, value in record.items() if key != "enforcement"}
 
 
 def _export_row(row: Any, *, failed: bool, words: bool = False) -> dict[str, Any]:
@@ -2683,9 +2722,9 @@ def _export_row(row: Any, *, failed: bool, words: bool = False) -> dict[str, Any
             "key": row.key,
             "attempts": row.attempts,
             "error": _error_shown(row.error, words=words),
-            "record": record,
+            "record": _answered(record),
         }
         if earlier:
-            exported["earlier_attempts"] = earlier
+            exported["earlier_attempts"] = [_answered(each) for each in earlier]
         return exported
     return _value_row(row.label, row.key, json.loads(row.value), record, earlier)

@@ -61,6 +61,12 @@ def _parser() -> argparse.ArgumentParser:
         help="only this preset (repeatable), or PRESET:API for another API of it "
         "(openai:responses); default: every preset and API",
     )
+    plan.add_argument(
+        "--model",
+        metavar="M",
+        help="the model to plan, on every --provider given (default: a typical model of "
+        "each preset; what is enforced can depend on the model)",
+    )
     add_batch_parser(commands)
     return parser
 
@@ -197,8 +203,18 @@ def _plan(args: argparse.Namespace) -> int:
     except (TypeError, ValueError, SchemaError) as error:  # (pydantic's serializing too)
         print(f"allama plan: {error}", file=sys.stderr)
         return EXIT_USAGE
+    if args.model is not None and not args.provider:
+        print(
+            "allama plan: --model goes with --provider: a model is one provider's (name it: "
+            "`--provider openai`, say)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    if args.model is not None and not args.model.strip():
+        print("allama plan: --model is empty; name the model to plan", file=sys.stderr)
+        return EXIT_USAGE
     try:
-        providers = planning_providers(args.provider)
+        providers = planning_providers(args.provider, args.model)
     except KeyError as error:
         print(f"allama plan: {error.args[0]}", file=sys.stderr)
         return EXIT_USAGE

@@ -1,7 +1,9 @@
 """The providers `allama plan` asks: every preset, built offline with a representative model.
 
 A preset's other APIs are rows of their own, named `openai (responses)`, with the preset's
-model; `--provider openai:responses` (or `"openai (responses)"`) picks one. Planning only
+model; `--provider openai:responses` (or `"openai (responses)"`) picks one, and `--model`
+plans the caller's model on the providers named instead (what is enforced depends on the
+model: Groq's gpt-oss has JSON Schema output, its Llama does not). Planning only
 encodes requests (a dry run), so no key is needed and no model is asked for an answer
 (a `llama-cpp` server that answers is asked what its chat template can do: `GET /props`).
 """
@@ -38,7 +40,11 @@ PLAN_MODELS: dict[str, str] = {
 """A model per preset whose capability answers are typical of the preset."""
 
 
-def planning_providers(names: list[str] | None) -> list[tuple[str, str, ChatProvider]]:
+def planning_providers(
+    names: list[str] | None, model: str | None = None
+) -> list[tuple[str, str, ChatProvider]]:
+    """The providers `names` picks (each preset and API by default), once each in the order
+    given (a name given twice would plan it twice), with `model`, else the preset's own."""
     from allama.providers import PRESET_NAMES, PRESETS, provider
 
     chosen = names or [
@@ -47,14 +53,18 @@ def planning_providers(names: list[str] | None) -> list[tuple[str, str, ChatProv
         for choice in (name, *(f"{name}:{api}" for api in PRESETS[name].apis))
     ]
     out: list[tuple[str, str, ChatProvider]] = []
-    for choice in chosen:
+    seen: set[str] = set()
+    for choice in dict.fromkeys(chosen):
         name, api = _api_of(choice)
         try:
             built = provider(name) if api is None else provider(name, api=api)
         except ValueError as error:
             raise KeyError(str(error)) from None
         label = built.name if api is None else f"{built.name} ({api})"
-        out.append((label, PLAN_MODELS.get(built.name, "model"), built))
+        if label in seen:  # the same one named otherwise (`openai:responses`, `openai (responses)`)
+            continue
+        seen.add(label)
+        out.append((label, model or PLAN_MODELS.get(built.name, "model"), built))
     return out
 
 
