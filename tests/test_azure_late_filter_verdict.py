@@ -3,6 +3,11 @@
 that filtered is the stream's finish (`content_filter`), as it is where it comes before the
 end and as the same answer unstreamed is: an extraction over it is refused, not given the
 filtered value. A verdict that filtered nothing changes nothing.
+
+A prompt the filter blocked is answered 400: the request's fault, never run nor billed,
+which says what the filter flagged in the words a filtered answer uses. Verdicts on an
+answer let through (and on its prompt) that detected something are kept in
+`provider_data`; those that found everything safe, on every answer, are not.
 """
 
 from __future__ import annotations
@@ -15,10 +20,11 @@ import pytest
 from pydantic import BaseModel
 
 import allama
-from _recording import provider
+from _recording import Recorder, provider
 from allama import ChatRequest, ExtractionMode, RefusedError, Usage
 from allama.adapters.openai_compat import decode_stream
-from allama.errors import StreamDecodeError
+from allama.adapters.openai_compat._errors import CONTENT_FILTER_KEY, error_from_payload
+from allama.errors import InvalidRequestError, StreamDecodeError
 from allama.stream import StreamCollector
 from allama.types import DECLINE_EXPLANATION_KEY, Finish, ProviderDataEvent, TextDelta
 
@@ -167,3 +173,159 @@ def test_a_chat_stream_filtered_after_its_finish_ends_as_filtered() -> None:
         response = stream.response()
     assert response.finish_reason == "content_filter"
     assert response.provider_data["azure-openai"][DECLINE_EXPLANATION_KEY] == EXPLANATION
+
+
+# A prompt the content filter blocked (HTTP 400), and verdicts that note without filtering
+
+BLOCKED_WORDS = (
+    "The response was filtered due to the prompt triggering Azure OpenAI's content "
+    "management policy."
+)
+
+
+def _blocked(verdicts: dict[str, Any] | None) -> dict[str, Any]:
+    error: dict[str, Any] = {
+        "message": BLOCKED_WORDS,
+        "type": None,
+        "param": "prompt",
+        "code": "content_filter",
+        "status": 400,
+    }
+    if verdicts is not None:
+        error["innererror"] = {
+            "code": "ResponsibleAIPolicyViolation",
+            "content_filter_result": verdicts,
+        }
+    return {"error": error}
+
+
+JAILBREAK = {
+    "hate": {"filtered": False, "severity": "safe"},
+    "jailbreak": {"filtered": True, "detected": True},
+    "violence": {"filtered": True, "severity": "medium"},
+}
+FLAGGED = "the content filter flagged: jailbreak (flagged), violence (medium)"
+
+
+def _keyed(*answers: tuple[int, Any]) -> tuple[Any, Recorder]:
+    """The provider over a recorder, with a key as long as a real one (a one-letter key
+    would be cut out of every word an error says)."""
+    recorder = Recorder(*answers)
+    made = allama.provider(
+        "azure-openai", api_key=KEY, endpoint=ENDPOINT, transport=recorder.transport()
+    )
+    return made, recorder
+
+
+KEY = "azure-key-0123456789abcdef"
+
+
+def _chat(made: Any) -> None:
+    made.chat(ChatRequest("dep").user("hi"))
+
+
+def _stream(made: Any) -> None:
+    with made.chat_stream(ChatRequest("dep").user("hi")) as stream:
+        for _ in stream:
+            pass
+
+
+@pytest.mark.parametrize("call", [_chat, _stream], ids=["chat", "stream"])
+def test_a_prompt_the_content_filter_blocked_says_what_it_flagged(call: Any) -> None:
+    made, _ = _keyed((400, _blocked(JAILBREAK)))
+    with pytest.raises(InvalidRequestError) as caught:
+        call(made)
+    error = caught.value
+    assert type(error) is InvalidRequestError
+    assert str(error) == f"{BLOCKED_WORDS} ({FLAGGED})"
+    assert (error.status, error.retryable) == (400, False)
+    assert error.context.metadata[CONTENT_FILTER_KEY] == FLAGGED
+    assert error.as_log()[CONTENT_FILTER_KEY] == FLAGGED  # allama's words: logged
+
+
+def test_a_blocked_prompt_whose_error_names_no_category_is_still_marked() -> None:
+    made, _ = _keyed((400, _blocked(None)))
+    with pytest.raises(InvalidRequestError) as caught:
+        _chat(made)
+    assert str(caught.value) == BLOCKED_WORDS
+    assert caught.value.context.metadata[CONTENT_FILTER_KEY] == (
+        "the content filter flagged the request, naming no category"
+    )
+
+
+def test_a_blocked_prompt_error_in_a_stream_says_what_it_flagged() -> None:
+    payload = _blocked(JAILBREAK)
+    del payload["error"]["status"]
+    error = error_from_payload(payload, provider="azure-openai")
+    assert type(error) is InvalidRequestError
+    assert str(error) == f"{BLOCKED_WORDS} ({FLAGGED})"
+    assert error.context.metadata[CONTENT_FILTER_KEY] == FLAGGED
+
+
+def test_an_extraction_of_a_blocked_prompt_fails_once_as_the_requests_fault() -> None:
+    made, recorder = _keyed((400, _blocked(JAILBREAK)))
+    with pytest.raises(InvalidRequestError) as caught:
+        allama.extract(made, Person, REQUEST)
+    assert not isinstance(caught.value, RefusedError)
+    assert caught.value.context.metadata[CONTENT_FILTER_KEY] == FLAGGED
+    assert len(recorder.bodies) == 1  # not retried: the same prompt meets the same filter
+
+
+def _answer(**extra: Any) -> dict[str, Any]:
+    choice: dict[str, Any] = {
+        "index": 0,
+        "finish_reason": "stop",
+        "message": {"role": "assistant", "content": "ok"},
+    }
+    choice.update(extra.pop("choice", {}))
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "gpt-4o",
+        "choices": [choice],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6},
+        **extra,
+    }
+
+
+SAFE = {"hate": {"filtered": False, "severity": "safe"}}
+DETECTED_PROMPT = [
+    {
+        "prompt_index": 0,
+        "content_filter_results": {**SAFE, "jailbreak": {"filtered": False, "detected": True}},
+    }
+]
+DETECTED_ANSWER = {
+    **SAFE,
+    "protected_material_code": {
+        "filtered": False,
+        "detected": True,
+        "citation": {"URL": "https://github.com/example/repo", "license": "MIT"},
+    },
+}
+
+
+def test_verdicts_that_detected_something_without_filtering_are_kept() -> None:
+    body = _answer(
+        prompt_filter_results=DETECTED_PROMPT,
+        choice={"content_filter_results": DETECTED_ANSWER},
+    )
+    made, _ = provider("azure-openai", (200, body), endpoint=ENDPOINT)
+    response = made.chat(ChatRequest("dep").user("hi"))
+    assert response.text() == "ok"
+    assert response.provider_data == {
+        "azure-openai": {
+            "prompt_filter_results": DETECTED_PROMPT,
+            "content_filter_results": DETECTED_ANSWER,
+        }
+    }
+
+
+def test_verdicts_that_found_everything_safe_are_not_kept() -> None:
+    body = _answer(
+        prompt_filter_results=[{"prompt_index": 0, "content_filter_results": SAFE}],
+        choice={"content_filter_results": SAFE},
+    )
+    made, _ = provider("azure-openai", (200, body), endpoint=ENDPOINT)
+    assert made.chat(ChatRequest("dep").user("hi")).provider_data == {}

@@ -720,3 +720,222 @@ def test_an_azure_resource_or_v1_endpoint_is_still_taken(
     assert str(sent.url) == chat
     sent = wire.send("azure-openai", "d", api_key="k", endpoint=endpoint, api="responses")
     assert str(sent.url) == responses
+
+
+# 11. Azure: a gateway's subscription key, the v1 API's api-version, conflicting arguments,
+# and Microsoft Entra ID tokens from a function
+
+APIM = "https://apim.azure-api.net/aoai"
+APIM_KEY = "apim-subscription-0123456789"
+RESOURCE = "https://res.openai.azure.com"
+
+
+def test_an_api_management_subscription_key_stands_in_for_the_azure_key(
+    wire: _Wire, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    own = {"Ocp-Apim-Subscription-Key": APIM_KEY}
+    # Without a key in the environment, the call goes: no key is missing.
+    assert allama.provider("azure-openai", endpoint=APIM, headers=own).missing_key() is None
+    sent = wire.send("azure-openai", "d", endpoint=APIM, headers=own)
+    assert _credentials(sent) == {}
+    assert sent.headers["ocp-apim-subscription-key"] == APIM_KEY
+    # With one, it is not read: the gateway does not get the provider's own key.
+    monkeypatch.setenv("AZURE_OPENAI_API_KEY", "ENV-KEY-987654")
+    sent = wire.send("azure-openai", "d", endpoint=APIM, headers=own)
+    assert _credentials(sent) == {} and "ENV-KEY-987654" not in str(sent.headers)
+    # A key given as an argument is the caller's word, and goes beside it.
+    sent = wire.send("azure-openai", "d", endpoint=APIM, headers=own, api_key=SECRET)
+    assert _credentials(sent) == {"api-key": SECRET}
+    assert sent.headers["ocp-apim-subscription-key"] == APIM_KEY
+    shown = repr(allama.provider("azure-openai", endpoint=APIM, headers=own))
+    assert shown == (
+        "HttpProvider(name='azure-openai', base_url='https://apim.azure-api.net/aoai', "
+        "api_key=<missing>)"
+    )
+
+
+def test_a_gateways_own_header_that_passes_the_key_on_does_not_stand_in_for_it(
+    wire: _Wire, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Helicone, Portkey and Cloudflare's AI Gateway pass the provider's key on.
+    monkeypatch.setenv("OPENAI_API_KEY", "ENV-KEY-987654")
+    sent = wire.send("openai", headers={"Helicone-Auth": "Bearer sk-helicone-1"})
+    assert _credentials(sent) == {"authorization": "Bearer ENV-KEY-987654"}
+
+
+_V1_REFUSED = (
+    "azure-openai's v1 API (an endpoint ending in /openai/v1, or api='responses') takes no "
+    "dated api-version: leave out {where} (one goes only on deployment URLs: Chat "
+    "Completions with the resource URL alone as the endpoint)"
+)
+
+
+@pytest.mark.parametrize(
+    ("options", "where"),
+    [
+        (
+            {"endpoint": f"{RESOURCE}/openai/v1", "api_version": "2025-04-01-preview"},
+            "api_version=",
+        ),
+        (
+            {"endpoint": f"{RESOURCE}/openai/v1?api-version=2025-04-01-preview"},
+            "the api-version in the endpoint",
+        ),
+        (
+            {"endpoint": RESOURCE, "api": "responses", "api_version": "2025-04-01-preview"},
+            "api_version=",
+        ),
+        (
+            {"endpoint": f"{RESOURCE}?api-version=2025-04-01-preview", "api": "responses"},
+            "the api-version in the endpoint",
+        ),
+    ],
+)
+def test_a_dated_api_version_on_azures_v1_api_is_refused_not_dropped(
+    wire: _Wire, options: dict[str, str], where: str
+) -> None:
+    with pytest.raises(ValueError) as caught:
+        allama.provider("azure-openai", api_key="k", **options)
+    assert str(caught.value) == _V1_REFUSED.format(where=where)
+    assert wire.seen == []
+
+
+@pytest.mark.parametrize(
+    ("options", "url"),
+    [
+        (
+            {"endpoint": f"{RESOURCE}/openai/v1", "api_version": "preview"},
+            f"{RESOURCE}/openai/v1/chat/completions?api-version=preview",
+        ),
+        (
+            {"endpoint": f"{RESOURCE}/openai/v1?api-version=preview"},
+            f"{RESOURCE}/openai/v1/chat/completions?api-version=preview",
+        ),
+        (
+            {"endpoint": RESOURCE, "api": "responses", "api_version": "preview"},
+            f"{RESOURCE}/openai/v1/responses?api-version=preview",
+        ),
+        # The environment's version is for deployment URLs alone.
+        ({"endpoint": f"{RESOURCE}/openai/v1"}, f"{RESOURCE}/openai/v1/chat/completions"),
+    ],
+)
+def test_an_undated_api_version_on_azures_v1_api_goes_as_given(
+    wire: _Wire, monkeypatch: pytest.MonkeyPatch, options: dict[str, str], url: str
+) -> None:
+    monkeypatch.setenv("OPENAI_API_VERSION", "2025-01-01-preview")
+    sent = wire.send("azure-openai", "d", api_key="k", **options)
+    assert str(sent.url) == url
+
+
+def test_an_api_key_and_an_access_token_together_are_refused_naming_both() -> None:
+    with pytest.raises(ValueError) as caught:
+        allama.provider("azure-openai", endpoint=RESOURCE, api_key=SECRET, access_token="tok")
+    assert str(caught.value) == (
+        "pass api_key= or access_token=, not both: each is the credential every call sends "
+        "(access_token= a bearer token, such as Microsoft Entra ID's, instead of the key)"
+    )
+    assert SECRET not in str(caught.value)
+
+
+@pytest.mark.parametrize("name", ["azure-openai", "openai"])
+def test_an_endpoint_and_a_base_url_together_are_refused_naming_both(name: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        allama.provider(name, api_key="k", endpoint=RESOURCE, base_url="https://other.example")
+    assert str(caught.value) == (
+        "pass endpoint= or base_url=, not both: both name the API's address"
+    )
+
+
+def test_the_missing_azure_key_says_how_to_give_a_microsoft_entra_id_token() -> None:
+    assert allama.provider("azure-openai", endpoint=RESOURCE).missing_key() == (
+        "azure-openai needs an API key: pass api_key= or set AZURE_OPENAI_API_KEY; for "
+        "Microsoft Entra ID, pass access_token= (a token, or a function returning one) or "
+        "headers={'Authorization': 'Bearer ...'}"
+    )
+    assert allama.provider("openai").missing_key() == (
+        "openai needs an API key: pass api_key= or set OPENAI_API_KEY"
+    )
+
+
+class _Tokens:
+    """A token provider: a new token each time it is asked, as one refreshed would be."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def __call__(self) -> str:
+        self.asked += 1
+        return f"entra-token-{self.asked:04d}"
+
+
+def _both_ways(handler: Any) -> Transport:
+    return Transport(
+        client=httpx2.Client(transport=httpx2.MockTransport(handler)),
+        async_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handler)),
+    )
+
+
+def test_an_access_token_function_is_asked_for_every_request(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AZURE_OPENAI_API_KEY", "ENV-KEY-987654")
+    seen: list[httpx2.Request] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        seen.append(request)
+        return httpx2.Response(200, json=_body(str(request.url)))
+
+    tokens = _Tokens()
+    target = allama.provider(
+        "azure-openai", endpoint=RESOURCE, access_token=tokens, transport=_both_ways(handler)
+    )
+    assert target.missing_key() is None
+    request = ChatRequest("d").user("Hi")
+    target.chat(request)
+    with target.chat_stream(request) as stream:
+        stream.response()
+
+    async def calls() -> None:
+        await target.achat(request)
+        async with await target.achat_stream(request) as astream:
+            await astream.response()
+
+    asyncio.run(calls())
+    assert [_credentials(sent) for sent in seen] == [
+        {"authorization": f"Bearer entra-token-{n:04d}"} for n in range(1, 5)
+    ]
+    assert "entra-token" not in repr(target)
+
+
+def test_a_token_from_a_function_echoed_in_an_error_is_redacted() -> None:
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        token = request.headers["authorization"].removeprefix("Bearer ")
+        body = {"error": {"code": "401", "message": f"Token {token} has expired"}}
+        return httpx2.Response(401, json=body)
+
+    target = allama.provider(
+        "azure-openai", endpoint=RESOURCE, access_token=_Tokens(), transport=_both_ways(handler)
+    )
+    with pytest.raises(allama.errors.AuthenticationError) as caught:
+        target.chat(ChatRequest("d").user("Hi"))
+    assert str(caught.value) == "Token <redacted> has expired"
+    assert "entra-token" not in (caught.value.context.body or "")
+
+
+def test_a_token_function_that_fails_is_an_authentication_error_naming_its_type_alone() -> None:
+    def failing() -> str:
+        raise RuntimeError("secret-client-credential-0001 was refused")
+
+    target = allama.provider("azure-openai", endpoint=RESOURCE, access_token=failing)
+    with pytest.raises(allama.errors.AuthenticationError) as caught:
+        target.chat(ChatRequest("d").user("Hi"))
+    assert str(caught.value) == (
+        "azure-openai's access_token= function failed (RuntimeError); nothing was sent"
+    )
+    assert isinstance(caught.value.__cause__, RuntimeError)
+    returns_none = allama.provider("azure-openai", endpoint=RESOURCE, access_token=lambda: None)
+    with pytest.raises(TypeError) as wrong:
+        returns_none.chat(ChatRequest("d").user("Hi"))
+    assert str(wrong.value) == (
+        "access_token='s function must return the token (a string), got NoneType"
+    )

@@ -131,7 +131,6 @@ def test_azure_speaks_the_v1_api_whatever_endpoint_form_it_is_given() -> None:
     for options in (
         {"endpoint": "https://res.openai.azure.com/"},
         {"endpoint": "https://res.openai.azure.com/openai/v1"},
-        {"endpoint": "https://res.openai.azure.com", "api_version": "2025-04-01-preview"},
     ):
         target = allama.provider("azure", api="responses", api_key=KEY, **options)
         http, _ = target._prepare(ChatRequest("my-gpt-4o").user("Hi"), stream=False)
@@ -139,6 +138,15 @@ def test_azure_speaks_the_v1_api_whatever_endpoint_form_it_is_given() -> None:
         assert dict(http.params) == {}  # no `api-version` on the v1 API
         assert http.headers["api-key"] == KEY
         assert http.body["model"] == "my-gpt-4o"  # the deployment name
+    # A dated version is no version of the v1 API: refused, not dropped.
+    with pytest.raises(ValueError, match="takes no dated api-version"):
+        allama.provider(
+            "azure",
+            api="responses",
+            api_key=KEY,
+            endpoint="https://res.openai.azure.com",
+            api_version="2025-04-01-preview",
+        )
     # The Chat Completions preset is untouched: deployment URLs with `api-version`.
     http, _ = chat("azure-openai")._prepare(ChatRequest("my-gpt-4o").user("Hi"), stream=False)
     assert http.url == "https://res.openai.azure.com/openai/deployments/my-gpt-4o/chat/completions"

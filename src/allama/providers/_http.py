@@ -69,6 +69,12 @@ else:
 __all__ = ["HttpOptions", "HttpProvider", "OpenAICompatibleProvider"]
 
 _REDACTED = "<redacted>"
+_STANDS_IN_FOR_KEY = SECRET_HEADERS | {"ocp-apim-subscription-key"}
+"""The caller's headers that stand in for the provider's key (`_brings_own_auth`): those a
+provider's key goes in, and Azure API Management's subscription key, which a gateway in
+front of Azure OpenAI takes instead (it holds the backend's credential itself). Not every
+gateway's header (`cf-aig-authorization`, `Helicone-Auth`, `x-portkey-api-key`): those
+gateways pass the provider's key on, and are sent it beside their own."""
 _PLAIN_PARAMS = frozenset(
     {"api-version", "api_version", "apiversion", "version", "v", "alt", "format", "region"}
     | {"location", "project", "deployment", "stream", "beta"}
@@ -247,7 +253,11 @@ def _check_options(
 ) -> None:
     """Fail at `allama.provider(...)`, naming the argument, rather than at the first call."""
     check_key(api_key)
-    check_key(access_token, name="access_token")
+    if not callable(access_token):  # (a function's token is checked as each call gets it)
+        check_key(access_token, name="access_token")
+    if endpoint is not None and base_url is not None:
+        # Both name the address every call goes to: one would be dropped without a word.
+        raise ValueError("pass endpoint= or base_url=, not both: both name the API's address")
     check_text("project", project)
     check_text("location", location)
     check_url("base_url", base_url)
@@ -283,7 +293,7 @@ class HttpOptions(TypedDict, total=False):
     account_id: str | None
     project: str | None
     location: str | None
-    access_token: str | None
+    access_token: str | Callable[[], str] | None
     credentials: object | None
     tracer_provider: object | None
     capture_content: bool | None
@@ -297,7 +307,9 @@ class HttpProvider:
 
     Options beyond the common ones: `endpoint` and `api_version` (Azure OpenAI, Azure AI
     Foundry), `account_id` (Workers AI, Claude in Foundry), `project` and `location`
-    (Vertex AI), `access_token` (a bearer token instead of the key), `credentials`
+    (Vertex AI), `access_token` (a bearer token instead of the key, or a function returning
+    one, called for every request: a Microsoft Entra ID token expires within the hour, and
+    a token provider hands out a fresh one), `credentials`
     (google-auth credentials for Vertex AI, refreshed as they expire), `headers` (extra
     request headers), `timeout`, `transport`, `capabilities` (a capability table of the
     preset's dialect, replacing its own), `tracer_provider` (an OpenTelemetry tracer
@@ -321,7 +333,7 @@ class HttpProvider:
         account_id: str | None = None,
         project: str | None = None,
         location: str | None = None,
-        access_token: str | None = None,
+        access_token: str | Callable[[], str] | None = None,
         credentials: object | None = None,
         tracer_provider: object | None = None,
         capture_content: bool | None = None,
@@ -358,7 +370,16 @@ class HttpProvider:
                     f"{preset.name} takes api_key= (an express mode key, which names no "
                     f"project or location) or {'= and '.join(given)}=, not both"
                 )
+        if api_key is not None and access_token is not None:
+            # Both would go as the call's credential, and one be dropped without a word.
+            raise ValueError(
+                "pass api_key= or access_token=, not both: each is the credential every call "
+                "sends (access_token= a bearer token, such as Microsoft Entra ID's, instead of "
+                "the key)"
+            )
         self._access_token = access_token
+        self._token_seen: str | None = None
+        """The last token `access_token=`'s function gave, cut out of what a provider echoes."""
         place = {
             "account": account_id or _first_env((preset.account_env,)),
             "project": project or _first_env(preset.project_envs),
@@ -380,7 +401,20 @@ class HttpProvider:
             or preset.api_version
         )
         if preset.version_on_deployments_only and not self._deployments:
-            version = None  # (Azure's v1 API takes none)
+            # Azure's v1 API takes no dated api-version: one the caller gave, as api_version=
+            # or in the endpoint's query, is refused rather than dropped or sent to be refused
+            # there; an undated one (`preview`, which the v1 API's preview took) goes as
+            # given. The environment's and the preset's are for deployment URLs alone.
+            asked = api_version or url_query.get("api-version")
+            if asked is not None and self._base_url is not None and _DATED.fullmatch(asked):
+                where = "api_version=" if api_version else "the api-version in the endpoint"
+                raise ValueError(
+                    f"{preset.name}'s v1 API (an endpoint ending in /openai/v1, or api="
+                    f"'responses') takes no dated api-version: leave out {where} (one goes "
+                    "only on deployment URLs: Chat Completions with the resource URL alone "
+                    "as the endpoint)"
+                )
+            version = asked if self._base_url is not None else None
         self._profile = preset.profile
         matched = _lower_origin(self._base_url or "")
         for suffix, changes in preset.url_profiles:
@@ -417,12 +451,13 @@ class HttpProvider:
             self._extra_headers["Authorization"] = basic
             self._url_auth = True
         # Credentials in the caller's own headers (an Entra ID bearer token for Azure, a
-        # gateway's key) or in the base URL's query (`?key=`, any parameter but a plain one,
-        # as `_secrets` takes them) stand in for the API key: a key from the environment is
-        # not sent beside them (Azure refuses both; a gateway would get the provider's own
-        # key), nor said to be missing. A key given as `api_key=` is the caller's word, and goes.
+        # gateway's key, `_STANDS_IN_FOR_KEY`) or in the base URL's query (`?key=`, any
+        # parameter but a plain one, as `_secrets` takes them) stand in for the API key: a
+        # key from the environment is not sent beside them (Azure refuses both; a gateway
+        # would get the provider's own key), nor said to be missing. A key given as
+        # `api_key=` is the caller's word, and goes.
         self._brings_own_auth = any(
-            key.lower() in SECRET_HEADERS for key in self._extra_headers
+            key.lower() in _STANDS_IN_FOR_KEY for key in self._extra_headers
         ) or any(name.lower() not in _PLAIN_PARAMS for name in url_query)
         self._api_key = (
             api_key
@@ -612,13 +647,15 @@ class HttpProvider:
             return f"{self._base_url}{path}", {**self._query, **params}
         return f"{self._base_url}{path}", self._query
 
-    def _headers(self, *, stream: bool) -> dict[str, str]:
+    def _headers(self, *, stream: bool, token: str | None = None) -> dict[str, str]:
+        """The request's headers; `token`: the one `access_token=`'s function gave this call
+        (an async call gets it in a worker thread), else it is asked here."""
         headers = {
             "content-type": "application/json",
             "accept": self._adapter.stream_accept if stream else "application/json",
         }
         if self._access_token:
-            headers["authorization"] = f"Bearer {self._access_token}"
+            headers["authorization"] = f"Bearer {token or self._token()}"
         elif self._api_key:
             auth = self._preset.auth
             if auth == "bearer":
@@ -639,6 +676,42 @@ class HttpProvider:
             headers[name] = value
         return headers
 
+    def _token(self) -> str:
+        """The bearer token of `access_token=`: as given, or what its function gives now
+        (checked as a header must carry it, and remembered to be cut out of errors)."""
+        given = self._access_token
+        if not callable(given):
+            return given or ""
+        try:
+            token = given()
+        except Error:
+            raise
+        except Exception as failure:
+            # Its words may hold a credential: named by its type alone.
+            raise (
+                AuthenticationError(
+                    f"{self.name}'s access_token= function failed ({type(failure).__name__}); "
+                    "nothing was sent"
+                )
+                .mark_authored()
+                .with_provider(self.name)
+            ) from failure
+        if not isinstance(token, str) or not token:
+            got = "an empty string" if token == "" else type(token).__name__
+            raise TypeError(f"access_token='s function must return the token (a string), got {got}")
+        check_key(token, name="the token access_token='s function returned")
+        self._token_seen = token
+        return token
+
+    async def _atoken(self) -> str | None:
+        """`_token` for an async call: a function's token asked in a worker thread (a token
+        provider may go to the network to refresh it), `None` where there is none."""
+        if not callable(self._access_token):
+            return None
+        import asyncio  # here: a sync program never loads it
+
+        return await asyncio.to_thread(self._token)
+
     def missing_key(self) -> str | None:
         """Why no call can be sent (no API key where the provider needs one, and how to
         give one), or `None`: said once by a run of many calls, before anything is sent."""
@@ -647,7 +720,14 @@ class HttpProvider:
         if not self._preset.key_required or self._brings_own_auth:
             return None
         envs = " or ".join(name for name in self._preset.key_envs if name)
-        return f"{self.name} needs an API key: pass api_key= or set {envs}"
+        said = f"{self.name} needs an API key: pass api_key= or set {envs}"
+        if self._preset.auth == "api-key":
+            # Azure's `api-key` header: its endpoints take a Microsoft Entra ID token instead.
+            said += (
+                "; for Microsoft Entra ID, pass access_token= (a token, or a function "
+                "returning one) or headers={'Authorization': 'Bearer ...'}"
+            )
+        return said
 
     async def _refresh_token(self) -> None:
         """Refresh an expiring token off the event loop, before the shared `_prepare`."""
@@ -658,7 +738,9 @@ class HttpProvider:
 
             await asyncio.to_thread(tokens.refresh)
 
-    def _prepare(self, request: ChatRequest, *, stream: bool) -> tuple[HttpRequest, list[Warning]]:
+    def _prepare(
+        self, request: ChatRequest, *, stream: bool, token: str | None = None
+    ) -> tuple[HttpRequest, list[Warning]]:
         if not request.model.isascii():
             _check_utf8(request.model)  # the URL names it (Gemini, Azure's deployments)
         degradations = Degradations.for_request(self.name, request)
@@ -669,7 +751,7 @@ class HttpProvider:
             degradations,
             stream=stream,
             url=url,
-            headers=self._headers(stream=stream),
+            headers=self._headers(stream=stream, token=token),
             params=params,
         )
         return http, degradations.warnings
@@ -677,8 +759,10 @@ class HttpProvider:
     def _secrets(self) -> list[str]:
         """The key, the token and any credential in the caller's headers, longest first."""
         found = {self._api_key} if self._api_key else set()
-        if self._access_token:
+        if self._access_token and not callable(self._access_token):
             found.add(self._access_token)
+        if self._token_seen:
+            found.add(self._token_seen)
         if self._tokens is not None and (token := self._tokens.current()):
             found.add(token)
         if password := self._url_user.partition(":")[2]:
@@ -1000,7 +1084,7 @@ class HttpProvider:
 
     async def achat(self, request: ChatRequest) -> ChatResponse:
         await self._refresh_token()
-        http, warnings = self._prepare(request, stream=False)
+        http, warnings = self._prepare(request, stream=False, token=await self._atoken())
         span = _tracing.start_call(self._tracing, self, request, False, warnings, http.as_sent)
         if span is None:
             return await self._asend(request, http, warnings)
@@ -1027,7 +1111,7 @@ class HttpProvider:
 
     async def achat_stream(self, request: ChatRequest) -> AsyncChatStream:
         await self._refresh_token()
-        http, warnings = self._prepare(request, stream=True)
+        http, warnings = self._prepare(request, stream=True, token=await self._atoken())
         span = _tracing.start_call(self._tracing, self, request, True, warnings, http.as_sent)
         if span is None:
             return await self._aopen(request, http, warnings, None)

@@ -25,9 +25,11 @@ the cost the usage reports (OpenRouter's `cost`, `cost_details`, `is_byok`; xAI'
 tokens (`prompt_tokens_details.audio_tokens`, `completion_tokens_details.audio_tokens` of
 OpenAI's audio models, billed at audio prices) under `AUDIO_TOKENS_KEY`, by genai-prices'
 names (`input_audio_tokens`, `output_audio_tokens`), each a part of the count `Usage` has for
-its direction. An empty or absent list, or a usage without those fields (or with no audio
-tokens), leaves no key; a plain answer costs a few lookups in `model_extra` (OpenAI sends
-`"annotations": []` on every message).
+its direction; Azure's content-filter verdicts on an answer it let through, and on its
+prompt, where one notes something (`CONTENT_FILTER_RESULTS_KEY`,
+`PROMPT_FILTER_RESULTS_KEY`). An empty or absent list, or a usage without those fields (or
+with no audio tokens), leaves no key; a plain answer costs a few lookups in `model_extra`
+(OpenAI sends `"annotations": []` on every message).
 
 Only the first choice is the answer. An answer of more than one (`n` above 1, which
 `ChatRequest` has no field for, given through the body option) says so in a warning
@@ -47,7 +49,11 @@ from pydantic import BaseModel, ValidationError
 from allama._degradations import FIRST_CHOICE_ONLY
 from allama.adapters._logprobs import openai_logprobs
 from allama.adapters._not_a_response import not_a_response
-from allama.adapters.openai_compat._errors import error_from_payload, error_from_response
+from allama.adapters.openai_compat._errors import (
+    error_from_payload,
+    error_from_response,
+    filter_explanation,
+)
 from allama.adapters.openai_compat._wire import (
     WireChoice,
     WireChunkChoice,
@@ -84,8 +90,10 @@ from allama.types._response import (
 __all__ = [
     "ANNOTATIONS_KEY",
     "AUDIO_TOKENS_KEY",
+    "CONTENT_FILTER_RESULTS_KEY",
     "INTERRUPTED",
     "OTHER_CHOICES_KEY",
+    "PROMPT_FILTER_RESULTS_KEY",
     "REASONING_DETAILS_KEY",
     "USAGE_COST_KEY",
     "audio_tokens_of",
@@ -109,6 +117,16 @@ ANNOTATIONS_KEY = "annotations"
 """`message.annotations`, verbatim: a list, in order. OpenAI's web search (and OpenRouter's
 web plugin) send `{"type": "url_citation", "url_citation": {"start_index", "end_index",
 "url", "title"}}`, the indexes into the response's text; a stream's are appended in order."""
+
+CONTENT_FILTER_RESULTS_KEY = "content_filter_results"
+"""Azure's content-filter verdicts on an answer it did not filter, verbatim (a dict by
+category), kept where one notes something: a category `detected` (protected material, with
+its citation where Azure gives one) or `filtered` without the finish saying so. A filtered
+answer says what the filter flagged under `DECLINE_EXPLANATION_KEY` instead."""
+
+PROMPT_FILTER_RESULTS_KEY = "prompt_filter_results"
+"""Azure's content-filter verdicts on the prompt, verbatim (a list by `prompt_index`), kept
+where one notes something (a jailbreak attempt `detected` and let through)."""
 
 OTHER_CHOICES_KEY = "other_choices"
 """The choices after the first, which allama does not read: a list, by index, of
@@ -382,16 +400,17 @@ def _blocks(message: WireMessage, *, think_tags: bool = False) -> list[ContentBl
     return blocks
 
 
-def filter_explanation(results: Any) -> str | None:
-    """Azure's content-filter verdicts as a phrase: the categories it filtered, by severity."""
-    if not isinstance(results, dict):
-        return None
-    flagged = [
-        f"{category} ({verdict.get('severity', 'flagged')})"
-        for category, verdict in results.items()
-        if isinstance(verdict, dict) and verdict.get("filtered") is True
-    ]
-    return f"the content filter flagged: {', '.join(flagged)}" if flagged else None
+def _noted(verdicts: Any) -> bool:
+    """Whether Azure's content-filter verdicts note anything: a category it `detected`
+    (a jailbreak attempt, protected material, in a mode that annotates rather than
+    filters) or `filtered`. Those that found everything `safe` are on every answer."""
+    if not isinstance(verdicts, dict):
+        return False
+    return any(
+        isinstance(verdict, dict)
+        and (verdict.get("detected") is True or verdict.get("filtered") is True)
+        for verdict in verdicts.values()
+    )
 
 
 def _not_a_completion(
@@ -572,6 +591,16 @@ def decode_body(
         explanation = filter_explanation((choice.model_extra or {}).get("content_filter_results"))
         if explanation:
             kept[DECLINE_EXPLANATION_KEY] = explanation
+    elif choice is not None and choice.model_extra:
+        verdicts = choice.model_extra.get("content_filter_results")
+        if verdicts and _noted(verdicts):
+            kept[CONTENT_FILTER_RESULTS_KEY] = verdicts
+    prompt_verdicts = wire.model_extra.get("prompt_filter_results") if wire.model_extra else None
+    if isinstance(prompt_verdicts, list) and any(
+        isinstance(entry, dict) and _noted(entry.get("content_filter_results"))
+        for entry in prompt_verdicts
+    ):
+        kept[PROMPT_FILTER_RESULTS_KEY] = prompt_verdicts
     message_extra = message.model_extra if message is not None else None
     if message_extra:
         annotations = kept_list(message_extra, "annotations")

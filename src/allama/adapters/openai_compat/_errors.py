@@ -40,14 +40,38 @@ from allama.errors import (
 from allama.types import RequestField, UnsupportedStage
 
 __all__ = [
+    "CONTENT_FILTER_KEY",
     "UPSTREAM_PROVIDER_KEY",
     "ErrorInfo",
     "error_from_payload",
     "error_from_response",
+    "filter_explanation",
     "retry_after_seconds",
     "spent_quota",
     "waits_as_asked",
 ]
+
+CONTENT_FILTER_KEY = "allama.content_filter"
+"""Context metadata key on the error for a request Azure's content filter refused (code
+`content_filter`, HTTP 400: the prompt is never run, nor billed): the categories it flagged
+in the words a filtered answer's `decline_explanation` has ("the content filter flagged:
+jailbreak (flagged)"), or `FLAGGED_UNNAMED` where the error names none. allama's words, so
+in the log view too."""
+
+FLAGGED_UNNAMED = "the content filter flagged the request, naming no category"
+
+
+def filter_explanation(results: Any) -> str | None:
+    """Azure's content-filter verdicts as a phrase: the categories it filtered, by severity."""
+    if not isinstance(results, dict):
+        return None
+    flagged = [
+        f"{category} ({verdict.get('severity', 'flagged')})"
+        for category, verdict in results.items()
+        if isinstance(verdict, dict) and verdict.get("filtered") is True
+    ]
+    return f"the content filter flagged: {', '.join(flagged)}" if flagged else None
+
 
 _CONTEXT_CODES = frozenset(
     {
@@ -170,12 +194,15 @@ class ErrorInfo:
     `implied_status`: the HTTP status the provider documents for its error's code, which
     classifies an error that came without one (Cloudflare's envelope under HTTP 200); not
     the response's status, so never reported as it. `failed_generation`: the model's output
-    the provider refused itself (Groq's), as it gave it back.
+    the provider refused itself (Groq's), as it gave it back. `filtered`: what Azure's
+    content filter flagged in a request it refused (`innererror.content_filter_result`), in
+    `filter_explanation`'s words.
     """
 
     __slots__ = (
         "code",
         "failed_generation",
+        "filtered",
         "flagged",
         "implied_status",
         "limits",
@@ -201,8 +228,10 @@ class ErrorInfo:
         limits: dict[str, str] | None = None,
         implied_status: int | None = None,
         failed_generation: str | None = None,
+        filtered: str | None = None,
     ) -> None:
         self.failed_generation = failed_generation
+        self.filtered = filtered
         self.flagged = flagged
         self.implied_status = implied_status
         self.limits = limits
@@ -288,6 +317,7 @@ class ErrorInfo:
             flagged=flagged,
             limits=limits,
             failed_generation=_failed_generation(obj.get("failed_generation")),
+            filtered=_filtered(obj.get("innererror")),
         )
 
 
@@ -324,6 +354,15 @@ def _detail_text(detail: Any) -> str:
 
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
+
+
+def _filtered(inner: Any) -> str | None:
+    """What Azure's `innererror` says its content filter flagged (`content_filter_result`;
+    `content_filter_results` on its image APIs), as `filter_explanation` words it."""
+    if not isinstance(inner, dict):
+        return None
+    results = inner.get("content_filter_result", inner.get("content_filter_results"))
+    return filter_explanation(results)
 
 
 def _failed_generation(value: Any) -> str | None:
@@ -524,6 +563,14 @@ def _classify(status: int | None, info: ErrorInfo, headers: Mapping[str, str]) -
     relayed = _relayed_error(status, info)
     if relayed is not None:
         return relayed
+    if code == "content_filter" and status == 400:
+        # A request Azure's content filter refused: the prompt, never run nor billed, which
+        # sending again meets again. The request's fault, not the model's refusal of an
+        # answer (`RefusedError` is an extraction's, over a response made): what it flagged
+        # is said as a filtered answer's `decline_explanation` says it.
+        words = message if info.filtered is None else f"{message} ({info.filtered})"
+        blocked = InvalidRequestError(words)
+        return blocked.with_metadata(CONTENT_FILTER_KEY, info.filtered or FLAGGED_UNNAMED)
     if code == "json_validate_failed":
         # The model answered, and the provider's check of the answer against the schema
         # refused it (Groq's, the answer in `failed_generation`): asking again may pass.
