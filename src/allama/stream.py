@@ -13,11 +13,13 @@ turn bytes into events.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from types import TracebackType
-from typing import Self
+from typing import TYPE_CHECKING, Any, Self
 
 from pydantic import JsonValue
 
@@ -57,6 +59,9 @@ from allama.types import (
     WarningEvent,
 )
 from allama.types._response import billed_extras, reported_money, served_tier
+
+if TYPE_CHECKING:
+    import asyncio
 
 __all__ = ["AsyncChatStream", "ChatStream", "StreamCollector"]
 
@@ -450,6 +455,7 @@ class ChatStream:
         self._events = events
         self._close = close
         self._closed = False
+        self._dropped = None if close is None else _when_dropped(self, close)
         self._rules = _Rules(provider)
         self._on_close = on_close
         self._failure: BaseException | None = None
@@ -529,6 +535,8 @@ class ChatStream:
             self._closed = True
             self._rules.done = True
             read_elsewhere = self._reading
+        if self._dropped is not None:
+            self._dropped.detach()
         try:
             if self._close is not None:
                 self._close()
@@ -573,6 +581,7 @@ class AsyncChatStream:
         self._events = events
         self._close = close
         self._closed = False
+        self._dropped = None if close is None else _when_adropped(self, close)
         self._rules = _Rules(provider)
         self._on_close = on_close
         self._failure: BaseException | None = None
@@ -643,6 +652,8 @@ class AsyncChatStream:
         self._closed = True
         self._rules.done = True
         read_elsewhere = self._reading
+        if self._dropped is not None:
+            self._dropped.detach()
         try:
             if self._close is not None:
                 await self._close()
@@ -667,6 +678,59 @@ class AsyncChatStream:
 
     def __repr__(self) -> str:
         return f"AsyncChatStream({self._rules.collector!r})"
+
+
+def _when_dropped(stream: ChatStream, close: Callable[[], None]) -> weakref.finalize[Any, Any]:
+    """`close` called when `stream` is collected unclosed: a stream dropped before it was
+    read (its source not begun, with nothing to end it) would hold its connection for good,
+    and a provider's pool runs dry. Not at exit: the process's end closes what is left."""
+    dropped = weakref.finalize(stream, close)
+    dropped.atexit = False
+    return dropped
+
+
+def _when_adropped(
+    stream: AsyncChatStream, close: Callable[[], Awaitable[None]]
+) -> weakref.finalize[Any, Any] | None:
+    """`close` run on the stream's loop when `stream` is collected unclosed, as asyncio
+    closes a dropped async generator (a task; a finaliser cannot await). None where no loop
+    runs: a loop's client closes its connections once the loop has ended
+    (`Transport.close`, or the next call on another loop)."""
+    import asyncio
+
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+    dropped = weakref.finalize(stream, _close_on, loop, close)
+    dropped.atexit = False
+    return dropped
+
+
+_CLOSING: set[asyncio.Task[None]] = set()
+"""The closes of dropped async streams in flight: a task only the loop holds may be
+collected before it ends."""
+
+
+def _close_on(loop: asyncio.AbstractEventLoop, close: Callable[[], Awaitable[None]]) -> None:
+    """Start `close` on `loop`, from whatever thread collected the stream; nothing once the
+    loop is closed."""
+    if loop.is_closed():
+        return
+    with contextlib.suppress(RuntimeError):  # (closed since)
+        loop.call_soon_threadsafe(_start_close, loop, close)
+
+
+def _start_close(loop: asyncio.AbstractEventLoop, close: Callable[[], Awaitable[None]]) -> None:
+    task = loop.create_task(_quietly(close))
+    _CLOSING.add(task)
+    task.add_done_callback(_CLOSING.discard)
+
+
+async def _quietly(close: Callable[[], Awaitable[None]]) -> None:
+    """`close()`, its failure dropped: no one is left to be told of it."""
+    with contextlib.suppress(Exception):
+        await close()
 
 
 def response_events(response: ChatResponse, *, chunk: int | None = None) -> Iterator[StreamEvent]:

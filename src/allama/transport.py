@@ -453,6 +453,20 @@ def _own_socket(response: httpx2.Response) -> list[Any]:
     return [] if sock is None else [sock]
 
 
+_DRAIN_BYTES = 8192
+_DRAIN_SECONDS = 0.1
+"""What is read of a body after the answer's end marker, for its connection to go back to
+the pool (`StreamResponse.drain`): at most so many bytes, in so many seconds."""
+
+
+def _own_stream(response: httpx2.Response) -> Any:
+    """The network stream `response` is read from, where the connection is its alone
+    (HTTP/1); `None` where httpcore2 does not say it."""
+    if response.extensions.get("http_version") not in (b"HTTP/1.1", b"HTTP/1.0"):
+        return None
+    return response.extensions.get("network_stream")
+
+
 def _received(client: Any, response: httpx2.Response, content: bytes) -> HttpResponse:
     """A response read past the client's layer: its cookies kept as the client keeps them."""
     headers = _headers(response)
@@ -535,6 +549,43 @@ class StreamResponse(_OpenStream):
         except _failures() as exc:
             return self._lost(exc)
 
+    def drain(self, rest: Iterator[bytes]) -> None:
+        """Read `rest`, what is left of the body (this response's chunks, as the caller
+        reads them) after the answer's end marker, undecoded, so that its connection goes
+        back to the pool: left unread, `close()` ends it, and the next call connects (and
+        shakes hands) again. What is there already, or comes within `_DRAIN_SECONDS`, up to
+        `_DRAIN_BYTES`: a server that keeps the stream open after its end is left to
+        `close()`, not waited for."""
+        stream = _own_stream(self._response)
+        read = getattr(stream, "read", None)
+        own = getattr(stream, "__dict__", None)
+        if read is None or not isinstance(own, dict) or "read" in own:
+            return  # (not httpcore2's stream as it is known)
+        deadline = time.monotonic() + _DRAIN_SECONDS
+        reader = threading.get_ident()
+
+        def within(max_bytes: int, timeout: float | None = None) -> bytes:
+            if threading.get_ident() == reader:
+                left = max(deadline - time.monotonic(), 0.001)
+                timeout = left if timeout is None else min(timeout, left)
+            data: bytes = read(max_bytes, timeout)
+            return data
+
+        # httpcore2 reads the body with the read timeout it took as the body began: these
+        # reads, with what is left of ours. Those of this thread alone: the body read
+        # whole, the connection is the pool's, and another thread's call may take it.
+        stream.read = within
+        try:
+            taken = 0
+            for chunk in rest:
+                taken += len(chunk)
+                if taken > _DRAIN_BYTES:
+                    return
+        except Error:
+            pass  # timed out, or broke: the connection is closed
+        finally:
+            del stream.read
+
     def close(self) -> None:
         """Close the response. A read of its body in flight (another thread's) wakes at
         once and fails as closed: its connection is shut down first, as `Transport.close`
@@ -565,6 +616,27 @@ class AsyncStreamResponse(_OpenStream):
             return await self._response.aread()
         except _failures() as exc:
             return self._lost(exc)
+
+    async def adrain(self, rest: AsyncIterator[bytes]) -> None:
+        """`StreamResponse.drain`: the rest of the body, if it comes soon, read for the
+        connection to go back to the pool."""
+        import asyncio
+
+        if _own_stream(self._response) is None:
+            return
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # another event loop's library: `aclose()` ends it
+            return
+        taken = 0
+        try:
+            async with asyncio.timeout(_DRAIN_SECONDS):
+                async for chunk in rest:
+                    taken += len(chunk)
+                    if taken > _DRAIN_BYTES:
+                        return
+        except (TimeoutError, Error):
+            pass  # the connection is closed
 
     async def aclose(self) -> None:
         """Close the response: a read of its body in flight (another task's) fails as

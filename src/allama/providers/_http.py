@@ -1061,6 +1061,7 @@ class HttpProvider:
                     for event in decoder.feed(chunk):
                         yield _issued(event, issuer)
                     if decoder.done:
+                        handle.drain(chunks)  # (for the connection to be reused)
                         return
             except Error as error:
                 if reading is None or error is not reading.broken:
@@ -1211,6 +1212,7 @@ class HttpProvider:
                         for event in decoder.feed(chunk):
                             yield _issued(event, issuer)
                         if decoder.done:
+                            await handle.adrain(chunks)  # (for the connection to be reused)
                             return
                 except Error as error:
                     if abody is None or error is not abody.broken:
