@@ -272,11 +272,41 @@ def _failure(
         ).mark_authored()
     if isinstance(exc, httpx2.ConnectError):
         message = f"could not connect to {where} ({name})"
+        reason = _no_tls_answer(exc)
+        if reason is not None:
+            message += (
+                f": the server answered the TLS handshake with something else ({reason}): it "
+                "may speak plain HTTP (try http:// in the base URL)"
+            )
     elif isinstance(exc, httpx2.ProxyError):
         message = f"the proxy between here and {where} failed ({name})"
     else:
         message = f"the connection to {where} failed ({name})"
     return NetworkError(message).mark_authored()
+
+
+_NO_TLS_REASONS = frozenset({"WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE"})
+"""What OpenSSL names a TLS handshake answered by something other than TLS (a plain HTTP
+server's response, read as a TLS record): `WRONG_VERSION_NUMBER`, and from OpenSSL 3.2 on,
+`RECORD_LAYER_FAILURE`."""
+
+
+def _no_tls_answer(exc: BaseException) -> str | None:
+    """OpenSSL's reason where the connection failed because the TLS handshake was answered
+    in something other than TLS (`https://` to a server speaking plain HTTP), else `None`:
+    the SSL error that says so is found among the causes httpx2 and httpcore2 chain behind
+    theirs."""
+    import ssl  # (loaded with httpx2 already)
+
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, ssl.SSLError):
+            reason = getattr(cause, "reason", None)
+            return reason if reason in _NO_TLS_REASONS else None
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return None
 
 
 def _closed_error(whose: str, exc: Exception, request: httpx2.Request | None) -> Error:

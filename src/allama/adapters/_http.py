@@ -27,6 +27,7 @@ __all__ = [
     "body_message",
     "http_date",
     "is_secret_header",
+    "names_nothing_found",
     "option_fields",
     "origin",
     "provider_now",
@@ -265,8 +266,26 @@ def body_message(text: str, status: int) -> str:
         # No title: the words on the page, without its scripts and styles.
         heading = re.sub(r"(?is)<(script|style)\b.*?</\1\s*>", " ", stripped)
     heading = " ".join(html.unescape(re.sub(r"<[^>]*>", " ", heading)).split())[:200]
-    page = f"the provider answered HTTP {status} with an HTML page (not its API's error)"
+    page = f"{_HTML_PAGE} HTTP {status} {_WITH_A_PAGE}"
     return f"{page}: {heading}" if heading else page
+
+
+_HTML_PAGE = "the provider answered"
+_WITH_A_PAGE = "with an HTML page (not its API's error)"
+_NOTHING_FOUND = re.compile(
+    rf"(?i)(?:{_HTML_PAGE} HTTP 404 {re.escape(_WITH_A_PAGE)})?"
+    r"(?:[\W_]|http|404|error|detail|message|status|code|page|not[\W_]+found)*"
+)
+"""A 404's message that says nothing but that (`body_message`'s of a bodiless answer or a
+web server's page, a web framework's `{"detail": "Not Found"}`, Go's `404 page not
+found`)."""
+
+
+def names_nothing_found(message: str) -> bool:
+    """Whether a 404's `message` says no more than that nothing was found: the server's
+    answer to a path it does not serve (a base URL missing its `/v1`), not the API's word on
+    a model or a resource, which would say which."""
+    return _NOTHING_FOUND.fullmatch(message) is not None
 
 
 def rfc3339_seconds(stamp: Any) -> float | None:

@@ -41,6 +41,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Unpack
 
 from allama._degradations import Degradations
+from allama._not_a_request import not_a_request
 from allama.adapters import openai_compat as wire
 from allama.adapters._http import HttpRequest, HttpResponse
 from allama.adapters.openai_compat._adapter import ChatCompletionsAdapter
@@ -357,6 +358,8 @@ class LlamaCppProvider(HttpProvider):
         """The dry run of the encoding; before `local`'s engine runs, one of tools or images
         covers the capability table alone: the call encodes them by the engine's answers,
         which a dry run does not start it to get."""
+        if not isinstance(request, ChatRequest):
+            raise not_a_request(request)
         cold = self._engine is not None and not self._engine.running
         if self._reads_properties(request, again=False):
             self._read_properties()
@@ -529,23 +532,31 @@ class LlamaCppProvider(HttpProvider):
         return request.without_tools()
 
     def chat(self, request: ChatRequest) -> ChatResponse:
+        if not isinstance(request, ChatRequest):  # (before the engine starts for it)
+            raise not_a_request(request)
         with self._call():
             if self._reads_properties(request, again=True):
                 self._read_properties()
             return super().chat(request)
 
     def chat_stream(self, request: ChatRequest) -> ChatStream:
+        if not isinstance(request, ChatRequest):
+            raise not_a_request(request)
         with self._call():
             if self._reads_properties(request, again=True):
                 self._read_properties()
             return super().chat_stream(request)
 
     async def achat(self, request: ChatRequest) -> ChatResponse:
+        if not isinstance(request, ChatRequest):
+            raise not_a_request(request)
         with self._call():
             await self._astart(request)
             return await super().achat(request)
 
     async def achat_stream(self, request: ChatRequest) -> AsyncChatStream:
+        if not isinstance(request, ChatRequest):
+            raise not_a_request(request)
         with self._call():
             await self._astart(request)
             return await super().achat_stream(request)
@@ -653,7 +664,12 @@ class LlamaCppProvider(HttpProvider):
     # Decoding: output cut off under a grammar is a truncation, not a server failure.
 
     def _response(
-        self, request: ChatRequest, response: HttpResponse, warnings: list[Warning]
+        self,
+        request: ChatRequest,
+        response: HttpResponse,
+        warnings: list[Warning],
+        *,
+        url: str | None = None,
     ) -> ChatResponse:
         if response.status == 500 and _constrained(request):
             text = response.content.decode("utf-8", "replace")
@@ -666,7 +682,7 @@ class LlamaCppProvider(HttpProvider):
                     provider=self.name,
                 )
         try:
-            decoded = super()._response(request, response, warnings)
+            decoded = super()._response(request, response, warnings, url=url)
         except ServerError as error:
             refused = _refused_images(error)
             if refused is error:
@@ -679,9 +695,15 @@ class LlamaCppProvider(HttpProvider):
         return decoded
 
     def _stream_error(
-        self, request: ChatRequest, status: int, headers: Mapping[str, str], body: bytes
+        self,
+        request: ChatRequest,
+        status: int,
+        headers: Mapping[str, str],
+        body: bytes,
+        *,
+        url: str | None = None,
     ) -> Error:
-        return _refused_images(super()._stream_error(request, status, headers, body))
+        return _refused_images(super()._stream_error(request, status, headers, body, url=url))
 
     def _decoder(self, request: ChatRequest) -> ChatStreamDecoder:
         return _CutOffDecoder(

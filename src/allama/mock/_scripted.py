@@ -13,6 +13,7 @@ from typing import Any, Self
 
 from pydantic import JsonValue
 
+from allama._not_a_request import not_a_request
 from allama.errors import Error, ErrorContext, InvalidRequestError
 from allama.mock._builder import ChatResponseBuilder
 from allama.mock._events import response_events
@@ -82,6 +83,8 @@ class _Recorder:
     def validate_chat_request(
         self, request: ChatRequest, *, stream: bool = False
     ) -> ChatValidation:
+        if not isinstance(request, ChatRequest):
+            raise not_a_request(request)
         self._refuse_no_messages(request)
         return capabilities_only()
 
@@ -99,7 +102,10 @@ class _Recorder:
 
     def _record(self, request: ChatRequest) -> int:
         """Record `request`; its number among the calls (from 1), taken under the same lock,
-        so that calls from many threads each get their own."""
+        so that calls from many threads each get their own. What is no `ChatRequest` is
+        refused as a provider refuses it, and not recorded (every call comes here first)."""
+        if not isinstance(request, ChatRequest):
+            raise not_a_request(request)
         with self._lock:
             self._requests.append(request)
             return len(self._requests)

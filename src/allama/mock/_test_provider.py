@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from pydantic import JsonValue
 
+from allama._not_a_request import not_a_request
 from allama.errors import InvalidRequestError
 from allama.extract._root import ROOT_KEY, object_rooted
 from allama.mock._events import response_events
@@ -157,6 +158,8 @@ class TestProvider(_Recorder):
         """What the call would report; what the call refuses before answering
         (`_refuse_unsendable`) is refused here too, as a provider's dry run refuses what
         its encoding does."""
+        if not isinstance(request, ChatRequest):
+            raise not_a_request(request)
         self._refuse_unsendable(request)
         validation = capabilities_only()
         for warning in self._degradations(request):

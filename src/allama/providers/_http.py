@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, Self, TypedDict, cast, overload
 import allama.types as vocabulary
 from allama._degradations import Degradations
 from allama._lazy import deferred_module
+from allama._not_a_request import not_a_request
 from allama._tokens import guessed_input_tokens
 from allama.adapters._adapter import Adapter, StreamDecoder, load_adapter
 from allama.adapters._http import (
@@ -28,6 +29,7 @@ from allama.adapters._http import (
     HttpRequest,
     HttpResponse,
     is_secret_header,
+    names_nothing_found,
     read_json,
 )
 from allama.errors import (
@@ -39,6 +41,7 @@ from allama.errors import (
     ErrorContext,
     IncompleteStreamError,
     InvalidRequestError,
+    NotFoundError,
     RateLimitedError,
     UnsupportedError,
 )
@@ -133,10 +136,11 @@ def redacted(text: str | None, secrets: Sequence[str]) -> str | None:
 
 
 _SHORTEST_REDACTED = 6
-"""A base URL's password (or the value of a header taken for a credential by a word of its
-name alone) shorter than this is not looked for in what a provider echoes: it cannot be
-told from ordinary words (`e` is in every message), and the Basic header a password makes,
-which a provider would echo, is redacted whole."""
+"""An API key, a base URL's password (or the value of a header taken for a credential by a
+word of its name alone) shorter than this is not looked for in what a provider echoes: it
+cannot be told from ordinary words (`e` is in every message; a dummy key for a local server,
+`test` or `k`, would cut `llama3:latest` and `tokens` apart), and the Basic header a password
+makes, which a provider would echo, is redacted whole. A real key is far longer."""
 _CAPABILITY_ANSWERS = 4096
 """How many (model, capability) answers a provider keeps before starting over."""
 
@@ -201,6 +205,20 @@ names."""
 
 _VERSION_SEGMENT = re.compile(r"v\d+(?:(?:alpha|beta)\d*)?")
 """The last segment of a path that names an API version (`v1`, `v1beta`, `v1beta1`)."""
+
+_OPENAI_DIALECTS = frozenset({"openai_compat", "openai_responses"})
+_OPENAI_OPERATIONS = r"/(?:chat/)?completions|/responses"
+_OPERATIONS = {
+    "openai_compat": re.compile(f"(?i)(?:{_OPENAI_OPERATIONS})$"),
+    "openai_responses": re.compile(f"(?i)(?:{_OPENAI_OPERATIONS})$"),
+    "anthropic": re.compile(r"(?i)/messages$"),
+    "gemini": re.compile(r"(?i)/(?:tuned)?models(?:/[^/]*:(?:stream)?generatecontent)?$"),
+}
+"""The end of a base URL's path (in any case) that is an operation's path a call adds to the
+base URL, by dialect: a URL pasted whole from the API's reference (`.../v1/chat/completions`,
+`.../v1/messages`, `.../models/<model>:generateContent`) would be sent with it twice, and
+answered `404 Not Found`. Ollama's cuts its own (`Preset.cut_suffixes`), Azure's refuses
+its portal's (`Preset.refused_paths`)."""
 
 
 def _url_path(url: str) -> str:
@@ -520,6 +538,7 @@ class HttpProvider:
                 raise ValueError(instead)
         for suffix in preset.cut_suffixes:
             url = _without_suffix(url, suffix) or url
+        _refuse_operation(preset, url)
         if preset.resource_host is not None and _bare_host(url, preset.resource_host):
             url = f"{url}{preset.resource_path}"
         if preset.path_prefix:
@@ -610,6 +629,8 @@ class HttpProvider:
 
         Under `UnsupportedPolicy.ERROR` it raises the `UnsupportedError` the call would.
         """
+        if not isinstance(request, vocabulary.ChatRequest):
+            raise not_a_request(request)
         degradations = Degradations.for_request(self.name, request)
         request = _named_for_encoding(request, self.name, self.issuer)
         self._encode(request, degradations, stream=stream, url="", headers={}, params={})
@@ -758,9 +779,8 @@ class HttpProvider:
 
     def _secrets(self) -> list[str]:
         """The key, the token and any credential in the caller's headers, longest first."""
-        found = {self._api_key} if self._api_key else set()
-        if self._access_token and not callable(self._access_token):
-            found.add(self._access_token)
+        given = (self._api_key, None if callable(self._access_token) else self._access_token)
+        found = {secret for secret in given if secret and len(secret) >= _SHORTEST_REDACTED}
         if self._token_seen:
             found.add(self._token_seen)
         if self._tokens is not None and (token := self._tokens.current()):
@@ -819,8 +839,15 @@ class HttpProvider:
         return error
 
     def _response(
-        self, request: ChatRequest, response: HttpResponse, warnings: list[Warning]
+        self,
+        request: ChatRequest,
+        response: HttpResponse,
+        warnings: list[Warning],
+        *,
+        url: str | None = None,
     ) -> ChatResponse:
+        """The response decoded, or the error it holds raised; `url`: where it came from
+        (`_not_found_at`)."""
         if response.content.startswith(_BOM):
             response = HttpResponse(response.status, response.headers, response.content[3:])
         try:
@@ -830,17 +857,45 @@ class HttpProvider:
                 response, provider=self.name, model=request.model, warnings=warnings
             )
         except Error as error:
-            self._scrub(error.with_model(request.model).with_provider(self.name))
+            found = self._not_found_at(error, url)
+            self._scrub(found.with_model(request.model).with_provider(self.name))
             self._version_advice(_in_its_terms(error, request))
             raise
         return _issued_response(decoded, self.issuer)
 
     def _stream_error(
-        self, request: ChatRequest, status: int, headers: Mapping[str, str], body: bytes
+        self,
+        request: ChatRequest,
+        status: int,
+        headers: Mapping[str, str],
+        body: bytes,
+        *,
+        url: str | None = None,
     ) -> Error:
         body = body.removeprefix(_BOM)
         error = self._adapter.error(status, headers, body, provider=self.name, model=request.model)
-        return self._version_advice(_in_its_terms(self._scrub(error), request))
+        error = self._scrub(self._not_found_at(error, url))
+        return self._version_advice(_in_its_terms(error, request))
+
+    def _not_found_at(self, error: Error, url: str | None) -> Error:
+        """A 404 that says nothing but "Not Found" (`names_nothing_found`: the server serves
+        nothing at the path, not the API's word on a model) with the path it was sent to
+        (not the query, which may hold a key) and what to check: the base URL, which an
+        OpenAI-compatible server's usually ends with `/v1` (not added, as some serve at
+        their root)."""
+        if url is None or not isinstance(error, NotFoundError):
+            return error
+        if error.context.status != 404 or not names_nothing_found(error.message or ""):
+            return error
+        path = _url_path(url).partition("?")[0] or "/"
+        advice = "check the base URL"
+        base = _url_path(self._base_url or "").rpartition("/")[2]
+        if self._preset.dialect in _OPENAI_DIALECTS and not _VERSION_SEGMENT.fullmatch(base):
+            advice += "; an OpenAI-compatible server's usually ends in /v1"
+        message = f"{error.message or 'Not Found'} (POST {path}: {advice})"
+        error.message = message
+        error.args = (message,)
+        return error
 
     def _version_advice(self, error: Error) -> Error:
         """Azure's refusal of a model the `api-version` sent is too old for ("enabled only
@@ -939,9 +994,14 @@ class HttpProvider:
 
     # Sync
 
-    # A call is spanned once it is encoded: one refused before sending has no span.
+    # A call is spanned once it is encoded: one refused before sending has no span. Each
+    # public call checks its request once, first: a string or a dict where the `ChatRequest`
+    # goes is refused naming the argument (`not_a_request`), not met as an `AttributeError`
+    # on its first field read.
 
     def chat(self, request: ChatRequest) -> ChatResponse:
+        if not isinstance(request, vocabulary.ChatRequest):
+            raise not_a_request(request)
         http, warnings = self._prepare(request, stream=False)
         span = _tracing.start_call(self._tracing, self, request, False, warnings, http.as_sent)
         if span is None:
@@ -965,9 +1025,11 @@ class HttpProvider:
         except Error as error:
             self._scrub(error.with_provider(self.name).with_model(request.model))
             raise
-        return self._response(request, response, warnings)
+        return self._response(request, response, warnings, url=http.url)
 
     def chat_stream(self, request: ChatRequest) -> ChatStream:
+        if not isinstance(request, vocabulary.ChatRequest):
+            raise not_a_request(request)
         http, warnings = self._prepare(request, stream=True)
         span = _tracing.start_call(self._tracing, self, request, True, warnings, http.as_sent)
         if span is None:
@@ -997,7 +1059,7 @@ class HttpProvider:
                     body = handle.read()
                 finally:
                     handle.close()
-                raise self._stream_error(request, handle.status, handle.headers, body)
+                raise self._stream_error(request, handle.status, handle.headers, body, url=http.url)
             if not 200 <= handle.status < 300:
                 handle.close()
                 _check_answered(handle.status, handle.headers)
@@ -1084,6 +1146,8 @@ class HttpProvider:
     # Async
 
     async def achat(self, request: ChatRequest) -> ChatResponse:
+        if not isinstance(request, vocabulary.ChatRequest):
+            raise not_a_request(request)
         await self._refresh_token()
         http, warnings = self._prepare(request, stream=False, token=await self._atoken())
         span = _tracing.start_call(self._tracing, self, request, False, warnings, http.as_sent)
@@ -1108,9 +1172,11 @@ class HttpProvider:
         except Error as error:
             self._scrub(error.with_provider(self.name).with_model(request.model))
             raise
-        return self._response(request, response, warnings)
+        return self._response(request, response, warnings, url=http.url)
 
     async def achat_stream(self, request: ChatRequest) -> AsyncChatStream:
+        if not isinstance(request, vocabulary.ChatRequest):
+            raise not_a_request(request)
         await self._refresh_token()
         http, warnings = self._prepare(request, stream=True, token=await self._atoken())
         span = _tracing.start_call(self._tracing, self, request, True, warnings, http.as_sent)
@@ -1141,7 +1207,7 @@ class HttpProvider:
                     body = await handle.aread()
                 finally:
                     await handle.aclose()
-                raise self._stream_error(request, handle.status, handle.headers, body)
+                raise self._stream_error(request, handle.status, handle.headers, body, url=http.url)
             if not 200 <= handle.status < 300:
                 await handle.aclose()
                 _check_answered(handle.status, handle.headers)
@@ -1290,6 +1356,24 @@ OpenAICompatibleProvider = HttpProvider
 
 
 _DATED = re.compile(r"(\d{4}-\d{2}-\d{2})(-preview)?")
+
+
+def _refuse_operation(preset: Preset, url: str) -> None:
+    """Refuse a base URL ending in the path of the operation each call adds to it
+    (`_OPERATIONS`), saying the URL to give instead, as a repr shows it (a password in it
+    masked)."""
+    operation = _OPERATIONS.get(preset.dialect)
+    path = _url_path(url)
+    found = None if operation is None else operation.search(path)
+    if found is None:
+        return
+    ending = path[found.start() :]
+    before = _without_credentials(url[: len(url) - len(ending)])
+    model = ", and the model as the request's model" if ":" in ending else ""
+    raise ValueError(
+        f"the base URL ends in {ending}, part of an API call's path, which each call to "
+        f"{preset.name} adds after the base URL itself: give the URL before it ({before}){model}"
+    )
 
 
 def _earlier(version: str, than: str) -> bool:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, TypeVar
 from pydantic import JsonValue
 
 from allama._lazy import deferred_module
+from allama._not_a_request import not_a_request
 from allama.errors import (
     ACCOUNT_REFUSALS,
     AuthenticationError,
@@ -177,6 +178,8 @@ class FailoverProvider(Wrapper):
         """`call` made on each provider in turn until one answers or the failover stops:
         outside an extraction, one span holds the attempts' spans
         (`allama._tracing.WrapperSpan`)."""
+        if not isinstance(request, ChatRequest):  # (once per call: the calls all come here)
+            raise not_a_request(request)
         traced = _tracing.start_wrapper(_FAILOVER_DATA_KEY, self, request)
         if traced is None:
             return self._trying(call, None)
@@ -205,6 +208,8 @@ class FailoverProvider(Wrapper):
     async def _arun(
         self, call: Callable[[ChatProvider], Awaitable[R]], request: ChatRequest
     ) -> tuple[R, _Tries]:
+        if not isinstance(request, ChatRequest):
+            raise not_a_request(request)
         traced = _tracing.start_wrapper(_FAILOVER_DATA_KEY, self, request)
         if traced is None:
             return await self._atrying(call, None)
@@ -259,6 +264,8 @@ class FailoverProvider(Wrapper):
         goes on past a refusal before sending (a missing key; an unsupported field under
         `failover_on_unsupported`), the first that does not refuse it, with a warning for
         each that does (`PASSED_BEFORE_SENDING`)."""
+        if not isinstance(request, ChatRequest):
+            raise not_a_request(request)
         passed: list[Warning] = []
         for each, after in itertools.pairwise(self.providers):
             try:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, TypeVar
 from pydantic import JsonValue
 
 from allama._lazy import deferred_module
+from allama._not_a_request import not_a_request
 from allama.errors import (
     INNER_RECORD,
     Error,
@@ -375,6 +376,8 @@ class RetryingProvider(Wrapper):
     def _run(self, call: Callable[[], R], request: ChatRequest) -> tuple[R, _Attempts]:
         """`call` made until it succeeds or the policy gives up: outside an extraction, one
         span holds the attempts' spans (`allama._tracing.WrapperSpan`)."""
+        if not isinstance(request, ChatRequest):  # (once per call: the calls all come here)
+            raise not_a_request(request)
         traced = _tracing.start_wrapper(_RETRY_DATA_KEY, self, request)
         if traced is None:
             return self._attempting(call, None)
@@ -414,6 +417,8 @@ class RetryingProvider(Wrapper):
     async def _arun(
         self, call: Callable[[], Awaitable[R]], request: ChatRequest
     ) -> tuple[R, _Attempts]:
+        if not isinstance(request, ChatRequest):
+            raise not_a_request(request)
         traced = _tracing.start_wrapper(_RETRY_DATA_KEY, self, request)
         if traced is None:
             return await self._aattempting(call, None)
@@ -514,6 +519,8 @@ class RetryingProvider(Wrapper):
     def validate_chat_request(
         self, request: ChatRequest, *, stream: bool = False
     ) -> ChatValidation:
+        if not isinstance(request, ChatRequest):
+            raise not_a_request(request)
         return self.inner.validate_chat_request(request, stream=stream)
 
     def __repr__(self) -> str:

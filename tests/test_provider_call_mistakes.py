@@ -1,0 +1,418 @@
+"""A new user's mistakes at a provider's call site, each refused or explained in words that
+say what to change: a string where the `ChatRequest` goes, an endpoint's whole URL pasted
+as the base URL (or one missing its `/v1`), a dummy key for a local server, `https://` to a
+server speaking plain HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import httpx2
+import pytest
+from pydantic import BaseModel
+
+import allama
+from allama import ChatRequest
+from allama.errors import (
+    ContextWindowExceededError,
+    NetworkError,
+    NotFoundError,
+)
+from allama.mock import FunctionProvider, MockProvider, MockStreamingProvider, TestProvider
+from allama.transport import Transport
+
+REQUEST = ChatRequest("gpt-4o-mini").user("Hi")
+ANSWER = {
+    "id": "c1",
+    "object": "chat.completion",
+    "created": 1,
+    "model": "gpt-4o-mini",
+    "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}
+    ],
+    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+}
+
+
+def _answering(status: int, body: bytes | dict[str, Any], sent: list[str]) -> Transport:
+    """A transport answering every request `status` with `body`, noting each URL sent."""
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        sent.append(str(request.url))
+        content = body if isinstance(body, bytes) else json.dumps(body).encode()
+        return httpx2.Response(
+            status, content=content, headers={"content-type": "application/json"}
+        )
+
+    return Transport(
+        client=httpx2.Client(transport=httpx2.MockTransport(handler)),
+        async_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handler)),
+    )
+
+
+class _Program(BaseModel):
+    author: str
+
+
+# A string (or None, a dict of OpenAI's form, a list of messages) where the `ChatRequest` goes.
+
+NOT_REQUESTS = [
+    (
+        "hello",
+        "request must be a ChatRequest, not str (build one with `ChatRequest(model).user(text)`)",
+    ),
+    (None, "request must be a ChatRequest, not NoneType"),
+    (
+        {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]},
+        "request must be a ChatRequest, not dict",
+    ),
+    ([{"role": "user", "content": "hi"}], "request must be a ChatRequest, not list"),
+]
+
+
+def _calls(provider: Any, request: Any) -> dict[str, Callable[[], object]]:
+    """Each way to call `provider` with `request`, run to its end (an async one awaited)."""
+
+    async def astream() -> object:
+        return await provider.achat_stream(request)
+
+    return {
+        "chat": lambda: provider.chat(request),
+        "chat_stream": lambda: provider.chat_stream(request),
+        "achat": lambda: asyncio.run(provider.achat(request)),
+        "achat_stream": lambda: asyncio.run(astream()),
+        "validate_chat_request": lambda: provider.validate_chat_request(request),
+    }
+
+
+@pytest.mark.parametrize(("request_", "message"), NOT_REQUESTS)
+def test_an_http_providers_calls_refuse_what_is_no_request_naming_it_and_send_nothing(
+    request_: object, message: str
+) -> None:
+    sent: list[str] = []
+    provider = allama.provider("openai", api_key="sk-x", transport=_answering(200, ANSWER, sent))
+    for name, call in _calls(provider, request_).items():
+        with pytest.raises(TypeError) as raised:
+            call()
+        assert (name, str(raised.value)) == (name, message)
+    assert sent == []
+
+
+def test_the_refusal_is_worded_as_the_extractions() -> None:
+    provider = allama.provider("openai", api_key="sk-x", transport=_answering(200, ANSWER, []))
+    with pytest.raises(TypeError) as extracted:
+        allama.extract(provider, _Program, "hello")  # type: ignore[call-overload]
+    with pytest.raises(TypeError) as chatted:
+        provider.chat("hello")  # type: ignore[arg-type]
+    assert str(chatted.value) == str(extracted.value)
+
+
+def _wrapped_and_mocks() -> dict[str, Any]:
+    inner = allama.provider("openai", api_key="sk-x", transport=_answering(200, ANSWER, []))
+    return {
+        "RetryingProvider": allama.RetryingProvider(inner),
+        "FailoverProvider": allama.FailoverProvider([inner, inner]),
+        "TestProvider": TestProvider(),
+        "MockProvider": MockProvider(["hi"]),
+        "MockStreamingProvider": MockStreamingProvider([]),
+        "FunctionProvider": FunctionProvider(lambda request: pytest.fail("answered")),
+        "llama-cpp": allama.provider("llama-cpp", base_url="http://127.0.0.1:9"),
+    }
+
+
+@pytest.mark.parametrize("kind", sorted(_wrapped_and_mocks()))
+@pytest.mark.parametrize(("request_", "message"), NOT_REQUESTS[:2])
+def test_wrappers_mocks_and_the_local_server_refuse_it_alike(
+    kind: str, request_: object, message: str
+) -> None:
+    provider = _wrapped_and_mocks()[kind]
+    for name, call in _calls(provider, request_).items():
+        with pytest.raises(TypeError) as raised:
+            call()
+        assert (name, str(raised.value)) == (name, message)
+    if hasattr(provider, "call_count"):  # a mock records no such call
+        assert provider.call_count == 0
+
+
+# An endpoint's whole URL pasted as the base URL: refused when the provider is built,
+# saying which URL to give.
+
+
+@pytest.mark.parametrize(
+    ("preset", "base_url", "message"),
+    [
+        (
+            "openai",
+            "http://h/v1/chat/completions",
+            "the base URL ends in /chat/completions, part of an API call's path, which each "
+            "call to openai adds after the base URL itself: give the URL before it (http://h/v1)",
+        ),
+        (
+            "vllm",
+            "http://h:8000/v1/chat/completions/",
+            "the base URL ends in /chat/completions, part of an API call's path, which each "
+            "call to vllm adds after the base URL itself: give the URL before it "
+            "(http://h:8000/v1)",
+        ),
+        (
+            "ollama-openai",
+            "http://h:11434/v1/Completions",
+            "the base URL ends in /Completions, part of an API call's path, which each call "
+            "to ollama-openai adds after the base URL itself: give the URL before it "
+            "(http://h:11434/v1)",
+        ),
+        (
+            "openai",
+            "https://gw.example/v1/responses?key=abcdefghij",
+            "the base URL ends in /responses, part of an API call's path, which each call to "
+            "openai adds after the base URL itself: give the URL before it "
+            "(https://gw.example/v1)",
+        ),
+        (
+            "groq",
+            "https://user:hunter22@gw.example/openai/v1/chat/completions",
+            "the base URL ends in /chat/completions, part of an API call's path, which each "
+            "call to groq adds after the base URL itself: give the URL before it "
+            "(https://user:***@gw.example/openai/v1)",
+        ),
+        (
+            "anthropic",
+            "http://h/v1/messages",
+            "the base URL ends in /messages, part of an API call's path, which each call to "
+            "anthropic adds after the base URL itself: give the URL before it (http://h/v1)",
+        ),
+        (
+            "gemini",
+            "http://h/v1beta/models/gemini-2.5-flash:generateContent",
+            "the base URL ends in /models/gemini-2.5-flash:generateContent, part of an API "
+            "call's path, which each call to gemini adds after the base URL itself: give the "
+            "URL before it (http://h/v1beta), and the model as the request's model",
+        ),
+        (
+            "gemini",
+            "http://h/v1beta/models/gemini-2.5-flash:streamGenerateContent",
+            "the base URL ends in /models/gemini-2.5-flash:streamGenerateContent, part of an "
+            "API call's path, which each call to gemini adds after the base URL itself: give "
+            "the URL before it (http://h/v1beta), and the model as the request's model",
+        ),
+        (
+            "gemini",
+            "http://h/v1beta/models",
+            "the base URL ends in /models, part of an API call's path, which each call to "
+            "gemini adds after the base URL itself: give the URL before it (http://h/v1beta)",
+        ),
+    ],
+)
+def test_a_base_url_ending_in_an_operations_path_is_refused_naming_the_url_to_give(
+    preset: str, base_url: str, message: str
+) -> None:
+    with pytest.raises(ValueError) as raised:
+        allama.provider(preset, api_key="sk-abcdefgh", base_url=base_url)
+    assert str(raised.value) == message
+
+
+def test_the_refusal_names_the_environment_variables_url_alike(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://h/v1/chat/completions")
+    with pytest.raises(ValueError, match=r"give the URL before it \(http://h/v1\)$"):
+        allama.provider("openai", api_key="sk-abcdefgh")
+
+
+@pytest.mark.parametrize(
+    ("preset", "base_url", "sent"),
+    [
+        ("openai", "http://h/v1", "http://h/v1/chat/completions"),
+        ("anthropic", "http://h", "http://h/v1/messages"),
+        ("gemini", "http://h/v1beta", "http://h/v1beta/models/m:generateContent"),
+        ("ollama", "http://h/api/chat", "http://h/api/chat"),  # cut, as before
+    ],
+)
+def test_a_base_url_short_of_the_operation_goes_as_before(
+    preset: str, base_url: str, sent: str
+) -> None:
+    urls: list[str] = []
+    provider = allama.provider(
+        preset, api_key="sk-abcdefgh", base_url=base_url, transport=_answering(500, b"", urls)
+    )
+    with pytest.raises(allama.Error):
+        provider.chat(ChatRequest("m").user("Hi"))
+    assert urls == [sent]
+
+
+# A 404 that says only "Not Found" names the path it was sent to and what to check.
+
+OPENAI_HINT = "check the base URL; an OpenAI-compatible server's usually ends in /v1"
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        ({"detail": "Not Found"}, "Not Found"),  # (a web framework's, read as its message)
+        (b"", "HTTP 404"),
+        (
+            b"<html><head><title>404 Not Found</title></head><body>nginx</body></html>",
+            "the provider answered HTTP 404 with an HTML page (not its API's error): 404 Not Found",
+        ),
+        (b"404 page not found", "404 page not found"),
+    ],
+)
+def test_a_bodiless_404_names_the_path_and_suggests_v1_where_the_base_url_has_no_version(
+    body: bytes | dict[str, Any], said: str
+) -> None:
+    sent: list[str] = []
+    provider = allama.provider(
+        "vllm", api_key="EMPTY", base_url="http://h:8000", transport=_answering(404, body, sent)
+    )
+    expected = f"{said} (POST /chat/completions: {OPENAI_HINT})"
+    with pytest.raises(NotFoundError) as raised:
+        provider.chat(REQUEST)
+    assert raised.value.message == expected
+    with pytest.raises(NotFoundError) as raised:
+        provider.chat_stream(REQUEST)
+    assert raised.value.message == expected
+
+    async def run() -> None:
+        await provider.achat_stream(REQUEST)
+
+    with pytest.raises(NotFoundError) as raised:
+        asyncio.run(run())
+    assert raised.value.message == expected
+    with pytest.raises(NotFoundError) as raised:
+        asyncio.run(provider.achat(REQUEST))
+    assert raised.value.message == expected
+    assert sent == ["http://h:8000/chat/completions"] * 4
+
+
+def test_a_bodiless_404_says_the_path_alone_never_the_query() -> None:
+    provider = allama.provider(
+        "openai-compatible",
+        base_url="http://h/gw/v1?key=topsecretvalue",
+        transport=_answering(404, {"detail": "Not Found"}, []),
+    )
+    with pytest.raises(NotFoundError) as raised:
+        provider.chat(REQUEST)
+    assert raised.value.message == "Not Found (POST /gw/v1/chat/completions: check the base URL)"
+
+
+def test_a_bodiless_404_of_another_dialect_says_check_the_base_url() -> None:
+    provider = allama.provider(
+        "anthropic",
+        api_key="sk-ant-abcdefgh",
+        base_url="http://h/proxy",
+        transport=_answering(404, {"detail": "Not Found"}, []),
+    )
+    with pytest.raises(NotFoundError) as raised:
+        provider.chat(ChatRequest("claude-sonnet-4-5").user("Hi"))
+    assert raised.value.message == (
+        '{"detail": "Not Found"} (POST /proxy/v1/messages: check the base URL)'
+    )
+
+
+def test_a_404_in_the_providers_own_words_is_kept_as_they_are() -> None:
+    body = {
+        "error": {
+            "message": "The model `gpt4o` does not exist or you do not have access to it.",
+            "type": "invalid_request_error",
+            "code": "model_not_found",
+        }
+    }
+    provider = allama.provider(
+        "vllm", api_key="EMPTY", base_url="http://h:8000", transport=_answering(404, body, [])
+    )
+    with pytest.raises(NotFoundError) as raised:
+        provider.chat(REQUEST)
+    assert raised.value.message == (
+        "The model `gpt4o` does not exist or you do not have access to it."
+    )
+
+
+# A dummy key for a local server is not cut out of the provider's words; a real key is.
+
+
+def test_a_short_dummy_key_leaves_the_providers_words_whole() -> None:
+    body = {"error": {"message": 'model "llama3:latest" not found, try pulling it first'}}
+    provider = allama.provider(
+        "ollama-openai",
+        api_key="test",
+        base_url="http://h:11434/v1",
+        transport=_answering(404, body, []),
+    )
+    with pytest.raises(NotFoundError) as raised:
+        provider.chat(ChatRequest("llama3:latest").user("Hi"))
+    assert raised.value.message == 'model "llama3:latest" not found, try pulling it first'
+
+    too_long = {
+        "type": "error",
+        "error": {
+            "type": "invalid_request_error",
+            "message": "prompt is too long: 250000 tokens > 200000 maximum",
+        },
+    }
+    provider = allama.provider(
+        "anthropic", api_key="k", base_url="http://h", transport=_answering(400, too_long, [])
+    )
+    with pytest.raises(ContextWindowExceededError) as too_long_raised:
+        provider.chat(ChatRequest("claude-sonnet-4-5").user("Hi"))
+    assert too_long_raised.value.message == "prompt is too long: 250000 tokens > 200000 maximum"
+
+
+def test_a_real_key_echoed_is_redacted_wherever_it_stands() -> None:
+    key = "sk-proj-Abcdefghijklmnopqrstu"
+    body = {"error": {"message": f"Incorrect API key provided: {key}. And again:{key}x"}}
+    provider = allama.provider("openai", api_key=key, transport=_answering(401, body, []))
+    with pytest.raises(allama.Error) as raised:
+        provider.chat(REQUEST)
+    assert raised.value.message == ("Incorrect API key provided: <redacted>. And again:<redacted>x")
+
+
+# `https://` to a server that speaks plain HTTP.
+
+
+@pytest.fixture
+def plain_http_port() -> Iterator[int]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def test_https_to_a_plain_http_server_says_it_may_speak_plain_http(plain_http_port: int) -> None:
+    port = plain_http_port
+    # (OpenSSL names it WRONG_VERSION_NUMBER, and from 3.2 on RECORD_LAYER_FAILURE.)
+    said = {
+        f"could not connect to 127.0.0.1:{port} (ConnectError): the server answered the TLS "
+        f"handshake with something else ({reason}): it may speak plain HTTP (try http:// in "
+        "the base URL)"
+        for reason in ("WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE")
+    }
+    with allama.provider(
+        "openai", api_key="sk-x", base_url=f"https://127.0.0.1:{port}/v1"
+    ) as provider:
+        with pytest.raises(NetworkError) as raised:
+            provider.chat(REQUEST)
+        assert str(raised.value) in said
+
+    async def run() -> None:
+        async with allama.provider(
+            "openai", api_key="sk-x", base_url=f"https://127.0.0.1:{port}/v1"
+        ) as provider:
+            await provider.achat(REQUEST)
+
+    with pytest.raises(NetworkError) as raised:
+        asyncio.run(run())
+    assert str(raised.value) in said
