@@ -487,7 +487,7 @@ def test_settings_are_checked_before_any_actor_starts() -> None:
         )
     for bad, error in (
         ({"max_output_tokens": -1}, ValueError),
-        ({"max_output_tokens": "100"}, TypeError),
+        ({"max_output_tokens": "100"}, ValueError),
         ({"temperature": "hot"}, ValueError),
         ({"system": 5}, TypeError),
         ({"prompt": 5}, TypeError),

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Coroutine, Generator, Mapping
+from dataclasses import is_dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypedDict, TypeVar, Unpack, overload
+
+from pydantic import BaseModel
 
 # `TypeForm[T]` (PEP 747) types a special form (`A | B`, `Literal[...]`): `type[T]` takes none.
 from typing_extensions import TypeForm
 
 from allama._lazy import deferred_module
+from allama._not_a_request import not_a_request
 from allama.extract._engine import (
     Extracted,
     ExtractionPlan,
@@ -85,13 +89,15 @@ def check_call(provider: Any, tp: Any, request: Any) -> None:
     """Fail at the call, naming the argument, when the arguments are not a provider, a type
     and a `ChatRequest` (in that order), rather than at the first use of one of them."""
     if isinstance(request, ChatRequest) and hasattr(provider, "chat_capability"):
+        if isinstance(tp, BaseModel) or (is_dataclass(tp) and not isinstance(tp, type)):
+            # Named by its class alone: the instance's fields may be a document's data.
+            raise TypeError(
+                f"pass the class `{type(tp).__name__}`, not an instance of it: the type to "
+                "extract is the class itself"
+            )
         return
-    shown = f"{type(request).__name__}"
     if not isinstance(request, ChatRequest):
-        hint = (
-            " (build one with `ChatRequest(model).user(text)`)" if isinstance(request, str) else ""
-        )
-        raise TypeError(f"request must be a ChatRequest, not {shown}{hint}")
+        raise not_a_request(request)
     if isinstance(provider, type) and hasattr(tp, "chat_capability"):
         raise TypeError(
             "the provider and the type are swapped: the arguments are (provider, type, "

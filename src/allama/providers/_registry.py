@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import os
 from dataclasses import replace
@@ -100,6 +101,9 @@ def provider(name: str, **options: Any) -> HttpProvider:
     'responses'
     """
     preset = _speaking(preset_named(name), options.pop("api", None))
+    unknown = sorted(options.keys() - _OPTIONS)
+    if unknown:
+        raise TypeError(_unknown_option(preset.name, unknown[0]))
     if preset.provider_class is not None:
         module, _, name = preset.provider_class.partition(":")
         factory: type[HttpProvider] = getattr(importlib.import_module(module), name)
@@ -117,6 +121,7 @@ def provider(name: str, **options: Any) -> HttpProvider:
 
 
 _LOCAL_OPTIONS = frozenset({"model", "threads", "context", "parallel", "chat_template", "engine"})
+_OPTIONS = ProviderOptions.__optional_keys__ | ProviderOptions.__required_keys__
 
 
 def _speaking(preset: Preset, api: object) -> Preset:
@@ -138,3 +143,29 @@ def _speaking(preset: Preset, api: object) -> Preset:
         f"{preset.name} has no api={api!r} (it speaks {speaks}); "
         f"the presets that have it: {', '.join(having)}"
     )
+
+
+_OTHER_NAMES = {
+    "key": "api_key",
+    "url": "base_url",
+    "api_base": "base_url",
+    "default_headers": "headers",
+    "token": "access_token",
+}
+"""Other SDKs' names for options `provider()` names otherwise, too unlike to be guessed."""
+
+
+def _unknown_option(preset: str, option: str) -> str:
+    """The error for an option `provider()` has not, with the likeliest one meant (`apikey`:
+    `api_key`), rather than the error of the class the options are handed to."""
+    spelt = option.lower().replace("-", "_")
+    meant = _OTHER_NAMES.get(spelt) or next(
+        iter(difflib.get_close_matches(spelt, sorted(_OPTIONS), n=1, cutoff=0.7)), None
+    )
+    if meant is not None:
+        hint = f"did you mean {meant!r}?"
+    elif spelt in ("retries", "max_retries"):
+        hint = "retries are a wrapper's: allama.RetryingProvider(provider)"
+    else:
+        hint = f"its options: {', '.join(sorted(_OPTIONS))}"
+    return f"allama.provider({preset!r}) has no option {option!r}; {hint}"

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Literal
+import mimetypes
+import os
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal, TypedDict, Unpack
 
 from pydantic import Field, JsonValue, model_validator
 
@@ -21,13 +25,109 @@ class TextPart(Data):
         return f"TextPart(text={withheld(self.text)})"
 
 
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:")
+"""A URL's scheme (RFC 3986), two characters or more: one letter is a Windows drive (`C:`)."""
+
+
+def _unreachable(url: str, kind: str, part: str, example: str) -> str | None:
+    """Why no provider can fetch `url`, or `None`. A path (no scheme, or a `file:` URL) names a
+    file on this machine, which the provider would be sent and answer with a 400. Any other
+    scheme is left to the provider: http(s), `data:`, Gemini's `gs://`, and what comes next."""
+    scheme = _SCHEME.match(url.lstrip())
+    if scheme is not None and scheme.group().lower() != "file:":
+        return None
+    what = "a `file:` URL" if scheme is not None else "a local path" if url.strip() else "empty"
+    return (
+        f"{kind}'s `url` is {what}, which no provider can fetch: give a URL the provider "
+        f"can reach (https://..., data:...), or send the file's bytes, with "
+        f"`{part}.from_file(path)` or `{part}(data=Path(path).read_bytes(), "
+        f"media_type={example!r})`"
+    )
+
+
+def _not_bytes(data: Any, kind: str, part: str, example: str, text: str) -> None:
+    """A TypeError for `data` that is a str or a path: a str is no file's path, and reading it
+    as base64 (as the JSON form's text is read) turns text into other bytes or fails on it."""
+    if isinstance(data, str):
+        raise TypeError(
+            f"{part}: `data` must be bytes, not str: pass the file's bytes, with "
+            f"`{part}.from_file(path)` or `{part}(data=Path(path).read_bytes(), "
+            f"media_type={example!r})`{text} (base64 text: `base64.b64decode(text)`)"
+        )
+    if isinstance(data, os.PathLike):
+        raise TypeError(
+            f"{part}: `data` must be bytes, not a path: read {kind}'s file with "
+            f"`{part}.from_file(path)`"
+        )
+
+
+def _media_type(path: Path, given: str | None, part: str, image: bool) -> str:
+    """`given`, or the media type the file's name implies (an image's for an `image`)."""
+    if given is not None:
+        return given
+    guessed = mimetypes.guess_type(path.name)[0]
+    if guessed is None:
+        raise ValueError(
+            f"{part}.from_file: the file's name does not tell its media type; give it, "
+            f"as in `{part}.from_file(path, media_type=...)`"
+        )
+    if guessed.startswith("image/") != image:
+        kind, other = ("an image", "DocumentPart") if image else ("a document", "ImagePart")
+        raise ValueError(
+            f"{part}.from_file: the file's name says {guessed}, which is not {kind}; "
+            f"use {other}.from_file, or give the media type"
+        )
+    return guessed
+
+
+_IMAGE = ("ImagePart", "image/png")
+_DOCUMENT = ("DocumentPart", "application/pdf")
+"""The part's name and an example media type, as the messages above show them."""
+
+
+class _ImageFields(TypedDict, total=False):
+    type: Literal["image"]
+    url: str | None
+    data: bytes | None
+    media_type: str | None
+
+
 class ImagePart(Data):
-    """An image in a user message: a URL, or bytes with their media type."""
+    """An image in a user message: a URL, or bytes with their media type.
+
+    `ImagePart.from_file(path)` reads a file on this machine: a provider can fetch no local
+    path, so one given as `url` is refused.
+    """
 
     type: Literal["image"] = "image"
     url: str | None = None
     data: bytes | None = None
     media_type: str | None = None
+
+    def __init__(self, /, **fields: Unpack[_ImageFields]) -> None:
+        # The caller's own call only: pydantic builds a part it reads from a dict or from
+        # JSON without this `__init__` (see the flag below), reading `data` there as the
+        # base64 the JSON form writes. Here a str or a path for `data` is refused, and a URL
+        # no provider can fetch is a plain `ValueError` (the validator's, for a part read).
+        _not_bytes(fields.get("data"), "an image", *_IMAGE, "")
+        url = fields.get("url")
+        problem = None if not isinstance(url, str) else _unreachable(url, "an image", *_IMAGE)
+        if problem is not None:
+            raise ValueError(problem)
+        given: dict[str, Any] = dict(fields)  # checked by pydantic from here
+        super().__init__(**given)
+
+    # Marked as pydantic marks its own `BaseModel.__init__`, so that validation does not call
+    # it (pydantic calls a model's own `__init__` with what it reads, JSON included).
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str], media_type: str | None = None) -> ImagePart:
+        """An image read from a file, its media type told by the file's name (`.png`:
+        `image/png`) unless given."""
+        file = Path(path)
+        kind = _media_type(file, media_type, "ImagePart", image=True)
+        return cls(data=file.read_bytes(), media_type=kind)
 
     @model_validator(mode="after")
     def _one_source(self) -> ImagePart:
@@ -35,6 +135,9 @@ class ImagePart(Data):
             raise ValueError("an image needs exactly one of `url` and `data`")
         if self.data is not None and not self.media_type:
             raise ValueError("an image given as bytes needs its `media_type`, such as image/png")
+        problem = None if self.url is None else _unreachable(self.url, "an image", *_IMAGE)
+        if problem is not None:
+            raise ValueError(problem)
         return self
 
     def __repr__(self) -> str:
@@ -43,11 +146,20 @@ class ImagePart(Data):
         return "ImagePart(url=<withheld>)"
 
 
+class _DocumentFields(TypedDict, total=False):
+    type: Literal["document"]
+    url: str | None
+    data: bytes | None
+    media_type: str | None
+    title: str | None
+
+
 class DocumentPart(Data):
     """A document in a user message: a PDF or plain text, as a URL or as bytes.
 
     `media_type` is required with bytes (`application/pdf`, `text/plain`); `title` names the
-    document to the model where the provider takes one.
+    document to the model where the provider takes one. `DocumentPart.from_file(path)` reads
+    a file on this machine (a local path given as `url` is refused).
     """
 
     type: Literal["document"] = "document"
@@ -55,6 +167,34 @@ class DocumentPart(Data):
     data: bytes | None = None
     media_type: str | None = None
     title: str | None = None
+
+    def __init__(self, /, **fields: Unpack[_DocumentFields]) -> None:
+        # As `ImagePart.__init__`: the caller's arguments only, never a part read from JSON.
+        text = "; text: `data=text.encode()` with `media_type='text/plain'`, or a `TextPart`"
+        _not_bytes(fields.get("data"), "a document", *_DOCUMENT, text)
+        url = fields.get("url")
+        problem = None if not isinstance(url, str) else _unreachable(url, "a document", *_DOCUMENT)
+        if problem is not None:
+            raise ValueError(problem)
+        given: dict[str, Any] = dict(fields)  # checked by pydantic from here
+        super().__init__(**given)
+
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
+
+    @classmethod
+    def from_file(
+        cls,
+        path: str | os.PathLike[str],
+        media_type: str | None = None,
+        *,
+        title: str | None = None,
+    ) -> DocumentPart:
+        """A document read from a file, its media type told by the file's name (`.pdf`:
+        `application/pdf`, `.txt`: `text/plain`) unless given. The file's name is not sent:
+        `title` names the document to the model."""
+        file = Path(path)
+        kind = _media_type(file, media_type, "DocumentPart", image=False)
+        return cls(data=file.read_bytes(), media_type=kind, title=title)
 
     @model_validator(mode="after")
     def _one_source(self) -> DocumentPart:
@@ -64,6 +204,9 @@ class DocumentPart(Data):
             raise ValueError(
                 "a document given as bytes needs its `media_type`, such as application/pdf"
             )
+        problem = None if self.url is None else _unreachable(self.url, "a document", *_DOCUMENT)
+        if problem is not None:
+            raise ValueError(problem)
         return self
 
     def __repr__(self) -> str:

@@ -104,6 +104,9 @@ class ChatRequest(Data):
         named = data.get("model")
         if named is None or (isinstance(named, str) and not named.strip()):
             _bad_model(named)
+        for name in data.keys() & _NUMBERS.keys():
+            _check_number(name, data[name])  # type: ignore[literal-required]
+        _check_not_openai(data.get("messages"))
         fields: dict[str, Any] = dict(data)  # the checks above are pydantic's from here
         super().__init__(**fields)
 
@@ -166,7 +169,7 @@ class ChatRequest(Data):
 
     def _with(self, **update: Any) -> ChatRequest:
         # `model_copy` does not validate, so settings are checked here, field by field, as
-        # the constructor would check them (`"0.5"` becomes `0.5`, a word for a seed fails).
+        # the constructor would check them (`1` becomes `1.0`; `"0.5"` or `True` fails).
         for name in update.keys() & _CHECKED:
             update[name] = _checked(name, update[name])
         return self.model_copy(update=update)
@@ -285,7 +288,7 @@ class ChatRequest(Data):
         return self._with(top_p=top_p)
 
     def with_max_output_tokens(self, tokens: int | None) -> ChatRequest:
-        # As the constructor reads it (`"5"` is 5; its floor of 1 included).
+        # As the constructor reads it (`5.0` is 5, `"5"` fails; its floor of 1 included).
         return self._with(max_output_tokens=tokens)
 
     def with_stop(self, *stop: str) -> ChatRequest:
@@ -424,6 +427,64 @@ def _bad_model(model: Any, *, argument: bool = False) -> NoReturn:
     raise ValueError("ChatRequest: `model` must name a model, not be empty or blank")
 
 
+_NUMBERS = {
+    "temperature": "a number",
+    "top_p": "a number",
+    "max_output_tokens": "a whole number",
+    "seed": "a whole number",
+    "logprobs": "a whole number",
+}
+"""The numeric settings, and what each takes. Pydantic reads `True` as 1 and `"0.2"` as 0.2;
+a flag or a text given for a number is a mistake, refused as `Extractor` refuses one."""
+
+
+def _check_number(name: str, value: Any) -> None:
+    """Refuse a bool or a str for the numeric setting `name` (a `ValueError`, as pydantic's
+    own checks of the constructor's keywords are, since pydantic runs `__init__` when it
+    validates a dict or JSON too, and lets a `TypeError` through there)."""
+    if isinstance(value, bool | str):
+        hint = "; write the number itself, not its text" if isinstance(value, str) else ""
+        raise ValueError(
+            f"ChatRequest: `{name}` must be {_NUMBERS[name]} or None, "
+            f"not {type(value).__name__}{hint}"
+        )
+
+
+_OPENAI_ONLY = frozenset({"tool_calls", "function_call", "name", "refusal"})
+"""Keys of OpenAI's Chat Completions messages that allama's own messages do not have."""
+
+
+def _check_not_openai(messages: Any) -> None:
+    """Refuse messages in OpenAI's Chat Completions form, which `messages=` does not read
+    (its user and assistant turns are tuples of parts), pointing to `from_openai`.
+
+    allama's JSON form of a system, developer or tool message is OpenAI's too, and is taken.
+    """
+    if not isinstance(messages, list | tuple):  # an iterator is not read twice
+        return
+    for index, message in enumerate(messages):
+        if not isinstance(message, Mapping):
+            continue
+        role, content = message.get("role"), message.get("content")
+        chat_only = (
+            role == "function"
+            or (role in ("user", "assistant") and (content is None or isinstance(content, str)))
+            or (isinstance(content, list | tuple) and any(map(_openai_part, content)))
+            or not _OPENAI_ONLY.isdisjoint(message)
+        )
+        if chat_only:
+            raise ValueError(
+                f"ChatRequest: messages[{index}] is in OpenAI's Chat Completions form, which "
+                "`messages=` does not read: use ChatRequest.from_openai(model, messages), or "
+                "build the request with .system(), .user() and .assistant()"
+            )
+
+
+def _openai_part(part: Any) -> bool:
+    """Whether `part` is a content part only OpenAI's form has (allama's is `image`)."""
+    return isinstance(part, Mapping) and part.get("type") in ("image_url", "file", "input_audio")
+
+
 def _check_namespace(call: str, namespace: Any) -> None:
     if not isinstance(namespace, str):
         _wrong(call, "`namespace`", "a str", namespace)
@@ -441,6 +502,8 @@ def _field_adapter(name: str) -> TypeAdapter[Any]:
 
 
 def _checked(name: str, value: Any) -> Any:
+    if name in _NUMBERS:
+        _check_number(name, value)
     try:
         return _field_adapter(name).validate_python(value)
     except ValidationError as error:
