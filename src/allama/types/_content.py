@@ -6,6 +6,7 @@ import json
 import mimetypes
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypedDict, Unpack
 
@@ -80,6 +81,18 @@ def _media_type(path: Path, given: str | None, part: str, image: bool) -> str:
     return guessed
 
 
+def _as_given(fields: Mapping[str, object], kind: str, part: tuple[str, str], text: str) -> Any:
+    """A part's own arguments, checked where pydantic does not: `data` that is no bytes, and
+    a URL no provider can fetch (a plain `ValueError`; the validator's, for a part read).
+    Checked by pydantic from there."""
+    _not_bytes(fields.get("data"), kind, *part, text)
+    url = fields.get("url")
+    problem = None if not isinstance(url, str) else _unreachable(url, kind, *part)
+    if problem is not None:
+        raise ValueError(problem)
+    return dict(fields)
+
+
 _IMAGE = ("ImagePart", "image/png")
 _DOCUMENT = ("DocumentPart", "application/pdf")
 """The part's name and an example media type, as the messages above show them."""
@@ -109,13 +122,7 @@ class ImagePart(Data):
         # JSON without this `__init__` (see the flag below), reading `data` there as the
         # base64 the JSON form writes. Here a str or a path for `data` is refused, and a URL
         # no provider can fetch is a plain `ValueError` (the validator's, for a part read).
-        _not_bytes(fields.get("data"), "an image", *_IMAGE, "")
-        url = fields.get("url")
-        problem = None if not isinstance(url, str) else _unreachable(url, "an image", *_IMAGE)
-        if problem is not None:
-            raise ValueError(problem)
-        given: dict[str, Any] = dict(fields)  # checked by pydantic from here
-        super().__init__(**given)
+        super().__init__(**_as_given(fields, "an image", _IMAGE, ""))
 
     # Marked as pydantic marks its own `BaseModel.__init__`, so that validation does not call
     # it (pydantic calls a model's own `__init__` with what it reads, JSON included).
@@ -171,13 +178,7 @@ class DocumentPart(Data):
     def __init__(self, /, **fields: Unpack[_DocumentFields]) -> None:
         # As `ImagePart.__init__`: the caller's arguments only, never a part read from JSON.
         text = "; text: `data=text.encode()` with `media_type='text/plain'`, or a `TextPart`"
-        _not_bytes(fields.get("data"), "a document", *_DOCUMENT, text)
-        url = fields.get("url")
-        problem = None if not isinstance(url, str) else _unreachable(url, "a document", *_DOCUMENT)
-        if problem is not None:
-            raise ValueError(problem)
-        given: dict[str, Any] = dict(fields)  # checked by pydantic from here
-        super().__init__(**given)
+        super().__init__(**_as_given(fields, "a document", _DOCUMENT, text))
 
     __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
 
