@@ -17,7 +17,13 @@ from _recording import prompt_only_over, provider
 from allama import ChatRequest, ExtractionMode, Extractor, MissingToolCallError, ParseError
 from allama.extract._choices import options_of
 from allama.extract._probabilities import Measured, Spelling, measure
-from allama.types import RequestField, TokenAlternative, TokenLogprob
+from allama.types import (
+    CapabilitySupport,
+    ChatCapability,
+    RequestField,
+    TokenAlternative,
+    TokenLogprob,
+)
 
 CITY = Literal["New", "New York", "Boston"]
 YES_NO = Literal["Yes", "No"]
@@ -1012,6 +1018,12 @@ def test_a_stop_sequence_that_could_cut_an_option_is_refused_before_sending(
     if plain:
         target = prompt_only_over(target)
     request = ChatRequest(model, stop=("\n\n", stop)).user("Where is Manhattan?")
+    if (stop, preset, plain) == ("York, NY", "openai", False):
+        # In JSON the option is followed by its closing quote, which `York, NY` cannot
+        # follow: it is sent (and the made-up answer, no JSON, fails after).
+        failed(is_async, Extractor(), target, NEW_YORK, request, ParseError)
+        assert recorder.bodies[0]["stop"] == ["\n\n", stop]
+        return
     error = failed(is_async, Extractor(), target, NEW_YORK, request, allama.InvalidRequestError)
     assert str(error) == stop_refusal(f'"{stop}"', f"`{option}`")
     assert (error.provider, error.context.model) == (preset, model)
@@ -1367,3 +1379,40 @@ def test_a_plain_answer_of_no_option_of_a_big_enum_is_told_the_options_briefly()
         "That is not one of the options. Answer with exactly one of: LOW, HIGH. Write the "
         "option alone."
     )
+
+
+# 19. The edges of the stop and failover checks: a stop that cuts an option written in
+# another case (read loosely under repair), one that cuts the JSON string's quotes, and a
+# capability override on a failover's member, which answers for it.
+
+
+@pytest.mark.parametrize(
+    ("preset", "model", "stop", "option", "name"),
+    [
+        ("llama-cpp", "m", " YORK", "`New York`", "Literal['New', 'New York']"),
+        ("openai", "gpt-4o-mini", '"Yes', "`Yes`", "bool"),
+        ("openai", "gpt-4o-mini", 'No"', "`No`", "bool"),
+    ],
+)
+def test_a_stop_cutting_an_option_in_another_case_or_its_quotes_is_refused(
+    preset: str, model: str, stop: str, option: str, name: str
+) -> None:
+    target, recorder = provider(preset, (200, {}), base_url="http://127.0.0.1:9/v1")
+    tp: Any = NEW_YORK if name.startswith("Literal") else bool
+    with pytest.raises(allama.InvalidRequestError) as caught:
+        allama.decide(target, tp, ChatRequest(model, stop=(stop,)).user("q"))
+    assert str(caught.value) == stop_refusal(json.dumps(stop), option, name)
+    assert recorder.bodies == []
+
+
+def test_a_capability_override_on_a_failovers_member_answers_for_it() -> None:
+    from allama.wrappers import CapabilityOverrideProvider
+
+    first, _ = provider("gemini", BUSY)
+    second, recorder = provider("gemini", (200, gemini_answer('"No"')))
+    unsupported = {ChatCapability.CHOICE_OUTPUT: CapabilitySupport.UNSUPPORTED}
+    failover = allama.FailoverProvider([first, CapabilityOverrideProvider(second, unsupported)])
+    decision = allama.decide(failover, bool, ChatRequest("gemini-2.0-flash").user("q"))
+    assert decision.value is False
+    sent = recorder.bodies[0]["generationConfig"]
+    assert sent["responseMimeType"] == "application/json"

@@ -1638,6 +1638,14 @@ def test_a_policy_takes_whole_numbers_of_seconds_and_no_bound() -> None:
     assert RetryPolicy(budget=float("inf"), max_retry_after=float("inf")).max_attempts == 3
 
 
+def test_a_policy_takes_a_whole_number_of_attempts_of_any_integral_type() -> None:
+    # A count read from a numpy array or a dataframe is a whole number too; its bool is not.
+    np = pytest.importorskip("numpy")
+    assert RetryPolicy(max_attempts=np.int64(3)).max_attempts == 3
+    with pytest.raises(ValueError, match="must be a whole number of at least 1"):
+        RetryPolicy(max_attempts=np.bool_(True))
+
+
 def _gave_up(provider: RetryingProvider, flavour: str, error: type[Error] = Error) -> Any:
     """The `allama.retry` record of the error `provider` raised, called sync or async."""
     with pytest.raises(error) as caught:

@@ -356,20 +356,23 @@ def _choice_everywhere(provider: ChatProvider, model: str) -> bool:
         return False
     return all(
         each.chat_capability(model, ChatCapability.CHOICE_OUTPUT) is supported
-        for each in _sent_through(provider)
+        for each in _every_level(provider, set())
         if isinstance(each, ChatProvider)
     )
 
 
-def _sent_through(provider: object) -> Iterator[object]:
-    """The providers `provider` sends through: itself, or those its wrappers hold (a
-    wrapper says which with `_wrapped()`; the wrappers sit in a layer below this one)."""
-    wrapped = getattr(provider, "_wrapped", None)
-    if not callable(wrapped):
-        yield provider
+def _every_level(provider: object, seen: set[int]) -> Iterator[object]:
+    """`provider` and every provider it sends through, wrappers included (a capability
+    override on a failover's member answers for it): a wrapper says what it holds with
+    `_wrapped()` (the wrappers sit in a layer below this one); each met once."""
+    if id(provider) in seen:
         return
-    for inner in wrapped():
-        yield from _sent_through(inner)
+    seen.add(id(provider))
+    yield provider
+    wrapped = getattr(provider, "_wrapped", None)
+    inner = wrapped() if callable(wrapped) else ()
+    for each in inner if isinstance(inner, tuple | list) else (inner,):
+        yield from _every_level(each, seen)
 
 
 def _check_stops(
@@ -378,15 +381,17 @@ def _check_stops(
     """Refuse, before sending, a stop sequence that could end the answer within an option:
     servers leave the stop sequence out of the text, so what was written before it would be
     read as another option (`New` of `New York` at `" York"`), or as none, after paying. One
-    is within an option where it occurs in it, or begins with its tail (`"York, NY"`). A JSON
-    answer writes the option as a JSON string, escapes and all (`in_json`)."""
+    is within an option where it occurs in it, or begins with its tail (`"York, NY"`), in
+    any case. A JSON answer writes the option as a JSON string, quotes and escapes and all
+    (`in_json`)."""
     for stop in request.stop:
         if not stop:
             continue
         for option in options.options:
             label = option.label
-            written = json.dumps(label, ensure_ascii=False)[1:-1] if in_json else label
-            if _cuts(stop, written):
+            # Compared without case: an answer written loosely (`new york`) is read loosely.
+            written = json.dumps(label, ensure_ascii=False) if in_json else label
+            if _cuts(stop.casefold(), written.casefold()):
                 raise (
                     InvalidRequestError(
                         f"the stop sequence {_shown(stop, quoted=True)} could end the answer "

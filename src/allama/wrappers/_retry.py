@@ -125,7 +125,7 @@ class RetryPolicy:
         # `bool` is an `int`: a flag passed as a count or as seconds is a mistake too. A NaN
         # count passed every comparison and retried without end, each attempt paid.
         attempts = self.max_attempts
-        if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
+        if isinstance(attempts, bool) or not isinstance(attempts, numbers.Integral) or attempts < 1:
             raise ValueError(f"max_attempts must be a whole number of at least 1, not {attempts!r}")
         for name in _SECONDS_AND_FACTORS:
             value = getattr(self, name)
