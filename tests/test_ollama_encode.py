@@ -863,3 +863,20 @@ def test_enforcement_per_mode_for_the_seed_types() -> None:
     plan = Extractor().plan(allama.provider("ollama"), _Map, ChatRequest(MODEL).user("x"))
     assert plan.mode is ExtractionMode.NATIVE
     assert plan.enforcement.value == "approximate"
+
+
+@pytest.mark.parametrize("preset", ["ollama", "ollama-openai"])
+def test_tool_choice_none_beside_the_body_options_own_tools_is_said(preset: str) -> None:
+    # Those are sent as given: with no `tool_choice` to send, the model may call them.
+    namespace = "ollama" if preset == "ollama" else "openai_compat"
+    own = [{"type": "function", "function": {"name": "srv", "parameters": {"type": "object"}}}]
+    target: HttpProvider = allama.provider(preset)
+    request = (
+        ChatRequest(MODEL)
+        .user("Hi")
+        .with_option_json(namespace, {"tools": own})
+        .with_tool_choice(ToolChoice.none())
+    )
+    http, warnings = target._prepare(request, stream=False)
+    assert [t["function"]["name"] for t in http.body["tools"]] == ["srv"]
+    assert fields(warnings) == [("tool_choice", "unsupported")]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -939,3 +940,41 @@ def test_a_token_function_that_fails_is_an_authentication_error_naming_its_type_
     assert str(wrong.value) == (
         "access_token='s function must return the token (a string), got NoneType"
     )
+
+
+def test_an_async_access_token_function_is_awaited_for_async_calls() -> None:
+    # `azure.identity.aio.get_bearer_token_provider` gives one: its coroutine was taken for
+    # the token (a TypeError and a "never awaited" warning).
+    seen: list[httpx2.Request] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        seen.append(request)
+        return httpx2.Response(200, json=_body(str(request.url)))
+
+    async def token() -> str:
+        return "async-entra-token"
+
+    target = allama.provider(
+        "azure-openai", endpoint=RESOURCE, access_token=token, transport=_both_ways(handler)
+    )
+    request = ChatRequest("d").user("Hi")
+    asyncio.run(target.achat(request))
+    assert _credentials(seen[0]) == {"authorization": "Bearer async-entra-token"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(TypeError, match="it serves async calls alone"):
+            target.chat(request)
+    assert len(seen) == 1
+
+
+def test_a_short_token_from_a_function_leaves_the_providers_words_whole() -> None:
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        body = {"error": {"code": "400", "message": "max_tokens is too large"}}
+        return httpx2.Response(400, json=body)
+
+    target = allama.provider(
+        "azure-openai", endpoint=RESOURCE, access_token=lambda: "tok", transport=_both_ways(handler)
+    )
+    with pytest.raises(allama.InvalidRequestError) as caught:
+        target.chat(ChatRequest("d").user("Hi"))
+    assert caught.value.message == "max_tokens is too large"

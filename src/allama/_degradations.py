@@ -68,7 +68,7 @@ class Degradations:
         if choice is None:
             return False
         if gives_tools(request, namespace):
-            if choice.mode == "tool" and not _option_tools(request, namespace):
+            if choice.mode == "tool" and not option_tools(request, namespace):
                 self.offered(request, choice.name or "")
             return False
         if choice.mode in ("required", "tool"):
@@ -161,10 +161,11 @@ def sent_stops(stop: tuple[str, ...], warnings: tuple[Warning, ...]) -> tuple[st
 def gives_tools(request: ChatRequest, namespace: str) -> bool:
     """Whether `request` gives tools: as `tools`, or in the body fields of option
     `namespace` (a provider's own server tools)."""
-    return bool(request.tools) or _option_tools(request, namespace)
+    return bool(request.tools) or option_tools(request, namespace)
 
 
-def _option_tools(request: ChatRequest, namespace: str) -> bool:
+def option_tools(request: ChatRequest, namespace: str) -> bool:
+    """Whether the body fields of option `namespace` give tools of their own."""
     extra = request.option_json(namespace)
     return isinstance(extra, dict) and bool(extra.get("tools"))
 

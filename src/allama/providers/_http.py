@@ -10,11 +10,12 @@ apart is its adapter (`allama.adapters._adapter.Adapter`).
 from __future__ import annotations
 
 import functools
+import inspect
 import itertools
 import json
 import os
 import re
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NoReturn, Self, TypedDict, cast, overload
 
@@ -311,7 +312,7 @@ class HttpOptions(TypedDict, total=False):
     account_id: str | None
     project: str | None
     location: str | None
-    access_token: str | Callable[[], str] | None
+    access_token: str | Callable[[], str] | Callable[[], Awaitable[str]] | None
     credentials: object | None
     tracer_provider: object | None
     capture_content: bool | None
@@ -351,7 +352,7 @@ class HttpProvider:
         account_id: str | None = None,
         project: str | None = None,
         location: str | None = None,
-        access_token: str | Callable[[], str] | None = None,
+        access_token: str | Callable[[], str] | Callable[[], Awaitable[str]] | None = None,
         credentials: object | None = None,
         tracer_provider: object | None = None,
         capture_content: bool | None = None,
@@ -538,7 +539,7 @@ class HttpProvider:
                 raise ValueError(instead)
         for suffix in preset.cut_suffixes:
             url = _without_suffix(url, suffix) or url
-        _refuse_operation(preset, url)
+        _refuse_operation(preset, url, f"from {preset.base_url_env}" if from_env else None)
         if preset.resource_host is not None and _bare_host(url, preset.resource_host):
             url = f"{url}{preset.resource_path}"
         if preset.path_prefix:
@@ -708,15 +709,28 @@ class HttpProvider:
         except Error:
             raise
         except Exception as failure:
-            # Its words may hold a credential: named by its type alone.
-            raise (
-                AuthenticationError(
-                    f"{self.name}'s access_token= function failed ({type(failure).__name__}); "
-                    "nothing was sent"
-                )
-                .mark_authored()
-                .with_provider(self.name)
-            ) from failure
+            raise self._token_failed(failure) from failure
+        if inspect.isawaitable(token):
+            if inspect.iscoroutine(token):
+                token.close()  # (never awaited: said here, not as a RuntimeWarning)
+            raise TypeError(
+                "access_token='s function is async: it serves async calls alone (achat, "
+                "achat_stream); give a sync function for sync calls"
+            )
+        return self._checked_token(token)
+
+    def _token_failed(self, failure: Exception) -> Error:
+        # Its words may hold a credential: named by its type alone.
+        return (
+            AuthenticationError(
+                f"{self.name}'s access_token= function failed ({type(failure).__name__}); "
+                "nothing was sent"
+            )
+            .mark_authored()
+            .with_provider(self.name)
+        )
+
+    def _checked_token(self, token: object) -> str:
         if not isinstance(token, str) or not token:
             got = "an empty string" if token == "" else type(token).__name__
             raise TypeError(f"access_token='s function must return the token (a string), got {got}")
@@ -726,12 +740,25 @@ class HttpProvider:
 
     async def _atoken(self) -> str | None:
         """`_token` for an async call: a function's token asked in a worker thread (a token
-        provider may go to the network to refresh it), `None` where there is none."""
-        if not callable(self._access_token):
+        provider may go to the network to refresh it), or awaited where the function is
+        async (`azure.identity.aio.get_bearer_token_provider`'s); `None` where there is
+        none."""
+        given = self._access_token
+        if not callable(given):
             return None
-        import asyncio  # here: a sync program never loads it
+        if not inspect.iscoroutinefunction(given) and not inspect.iscoroutinefunction(
+            type(given).__call__
+        ):
+            import asyncio  # here: a sync program never loads it
 
-        return await asyncio.to_thread(self._token)
+            return await asyncio.to_thread(self._token)
+        try:
+            token = await cast("Awaitable[str]", given())
+        except Error:
+            raise
+        except Exception as failure:
+            raise self._token_failed(failure) from failure
+        return self._checked_token(token)
 
     def missing_key(self) -> str | None:
         """Why no call can be sent (no API key where the provider needs one, and how to
@@ -781,7 +808,7 @@ class HttpProvider:
         """The key, the token and any credential in the caller's headers, longest first."""
         given = (self._api_key, None if callable(self._access_token) else self._access_token)
         found = {secret for secret in given if secret and len(secret) >= _SHORTEST_REDACTED}
-        if self._token_seen:
+        if self._token_seen and len(self._token_seen) >= _SHORTEST_REDACTED:
             found.add(self._token_seen)
         if self._tokens is not None and (token := self._tokens.current()):
             found.add(token)
@@ -1358,10 +1385,10 @@ OpenAICompatibleProvider = HttpProvider
 _DATED = re.compile(r"(\d{4}-\d{2}-\d{2})(-preview)?")
 
 
-def _refuse_operation(preset: Preset, url: str) -> None:
+def _refuse_operation(preset: Preset, url: str, source: str | None) -> None:
     """Refuse a base URL ending in the path of the operation each call adds to it
     (`_OPERATIONS`), saying the URL to give instead, as a repr shows it (a password in it
-    masked)."""
+    masked), and where it came from (`source`: an environment variable's)."""
     operation = _OPERATIONS.get(preset.dialect)
     path = _url_path(url)
     found = None if operation is None else operation.search(path)
@@ -1371,7 +1398,8 @@ def _refuse_operation(preset: Preset, url: str) -> None:
     before = _without_credentials(url[: len(url) - len(ending)])
     model = ", and the model as the request's model" if ":" in ending else ""
     raise ValueError(
-        f"the base URL ends in {ending}, part of an API call's path, which each call to "
+        f"the base URL{'' if source is None else f' ({source})'} ends in {ending}, part of an "
+        "API call's path, which each call to "
         f"{preset.name} adds after the base URL itself: give the URL before it ({before}){model}"
     )
 

@@ -65,7 +65,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from allama._degradations import FORMAT_NOT_SENT, Degradations
+from allama._degradations import FORMAT_NOT_SENT, Degradations, option_tools
 from allama.adapters._arguments import call_arguments
 from allama.adapters._data_urls import data_url
 from allama.adapters._http import (
@@ -294,10 +294,17 @@ class _Encoder:
                 f"{display} has no `tool_choice` and cannot force a tool call",
                 instead="the tools were offered and the model chooses whether to call one",
             )
-        if not request.tools:
-            return None
         if choice is not None and choice.mode == "none":
-            # Without `tool_choice`, the one way to keep the model from calling a tool.
+            # Without `tool_choice`, the one way to keep the model from calling a tool; the
+            # body option's own tools are sent as given, and may be called.
+            if option_tools(request, BODY_OPTION):
+                self.degradations.refuse(
+                    RequestField.TOOL_CHOICE,
+                    f"{display} has no `tool_choice`",
+                    instead="the body option's tools were offered and may be called",
+                )
+            return None
+        if not request.tools:
             return None
         return [self.tool(tool) for tool in request.tools]
 

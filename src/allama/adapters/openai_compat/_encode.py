@@ -16,7 +16,13 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from allama._degradations import NOT_ON_STREAMS, Degradations, gives_tools, stops_first
+from allama._degradations import (
+    NOT_ON_STREAMS,
+    Degradations,
+    gives_tools,
+    option_tools,
+    stops_first,
+)
 from allama.adapters._http import (
     HttpRequest,
     option_fields,
@@ -454,7 +460,9 @@ class _Encoder:
             return None
         display = self.profile.display_name
         if not self.profile.tool_choice:
-            if choice.mode not in ("auto", "none"):  # `none`: the tools were left out
+            # `none`: the request's tools were left out, not the body option's own.
+            kept = choice.mode == "none" and not option_tools(self.request, BODY_OPTION)
+            if choice.mode != "auto" and not kept:
                 self.degradations.refuse(
                     RequestField.TOOL_CHOICE,
                     f"{display} ignores `tool_choice`",
