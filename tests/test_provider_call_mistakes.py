@@ -411,6 +411,7 @@ def test_https_to_a_plain_http_server_says_it_may_speak_plain_http(plain_http_po
         with pytest.raises(NetworkError) as raised:
             provider.chat(REQUEST)
         assert str(raised.value) in said
+        assert raised.value.retryable is False  # the same server would answer so again
 
     async def run() -> None:
         async with allama.provider(
@@ -421,3 +422,4 @@ def test_https_to_a_plain_http_server_says_it_may_speak_plain_http(plain_http_po
     with pytest.raises(NetworkError) as raised:
         asyncio.run(run())
     assert str(raised.value) in said
+    assert raised.value.retryable is False

@@ -274,9 +274,14 @@ def _failure(
         message = f"could not connect to {where} ({name})"
         reason = _no_tls_answer(exc)
         if reason is not None:
-            message += (
-                f": the server answered the TLS handshake with something else ({reason}): it "
-                "may speak plain HTTP (try http:// in the base URL)"
+            # Asking again would meet the same server: not retried.
+            return (
+                NetworkError(
+                    f"{message}: the server answered the TLS handshake with something else "
+                    f"({reason}): it may speak plain HTTP (try http:// in the base URL)"
+                )
+                .mark_authored()
+                .with_retryable(False)
             )
     elif isinstance(exc, httpx2.ProxyError):
         message = f"the proxy between here and {where} failed ({name})"
