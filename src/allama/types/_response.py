@@ -259,10 +259,7 @@ def _declined_passes(iterations: Any) -> dict[str, int]:
         if type(output) is not int or type(uncached) is not int:
             uncounted += 1
             continue
-        counts = {ours: entry.get(theirs) for theirs, ours in _PASS_COUNTS.items()}
-        counted = {key: count if type(count) is int else 0 for key, count in counts.items()}
-        # All its input, as genai-prices counts it: Anthropic's leaves the cached out.
-        counted["input_tokens"] += counted["cache_read_tokens"] + counted["cache_write_tokens"]
+        counted = _pass_counts(entry)
         split = entry.get("cache_creation")
         if isinstance(split, dict):
             for theirs, ours in _ANTHROPIC_CACHE_WRITES:
@@ -372,10 +369,7 @@ def _long_context_passes(iterations: Any) -> dict[str, int]:
     over = dict.fromkeys(_PASS_COUNTS.values(), 0)
     over_1h = over_count = 0
     for entry in listed:
-        counts = {ours: entry.get(theirs) for theirs, ours in _PASS_COUNTS.items()}
-        counted = {key: count if type(count) is int else 0 for key, count in counts.items()}
-        # All its input, as genai-prices counts it: Anthropic's leaves the cached out.
-        counted["input_tokens"] += counted["cache_read_tokens"] + counted["cache_write_tokens"]
+        counted = _pass_counts(entry)
         passes += 1
         summed += counted["input_tokens"]
         if counted["input_tokens"] > LONG_CONTEXT_INPUT:
@@ -401,6 +395,15 @@ _PASS_COUNTS: Mapping[str, str] = {
 }
 """A pass's counts (Anthropic's names) by genai-prices' usage names; its `input_tokens`
 leaves out the cached input, which genai-prices' (and the threshold's) includes."""
+
+
+def _pass_counts(entry: Mapping[str, Any]) -> dict[str, int]:
+    """A `usage.iterations` entry's counts by genai-prices' names (0 where one is missing),
+    its input all of it, as genai-prices counts it: Anthropic's leaves the cached out."""
+    counts = {ours: entry.get(theirs) for theirs, ours in _PASS_COUNTS.items()}
+    counted = {key: count if type(count) is int else 0 for key, count in counts.items()}
+    counted["input_tokens"] += counted["cache_read_tokens"] + counted["cache_write_tokens"]
+    return counted
 
 
 def _tool_calls(items: Any, preview: Any) -> dict[str, int]:
