@@ -208,10 +208,10 @@ _VERSION_SEGMENT = re.compile(r"v\d+(?:(?:alpha|beta)\d*)?")
 """The last segment of a path that names an API version (`v1`, `v1beta`, `v1beta1`)."""
 
 _OPENAI_DIALECTS = frozenset({"openai_compat", "openai_responses"})
-_OPENAI_OPERATIONS = r"/(?:chat/)?completions|/responses"
+_OPENAI_OPERATIONS = re.compile(r"(?i)(?:/(?:chat/)?completions|/responses)$")
 _OPERATIONS = {
-    "openai_compat": re.compile(f"(?i)(?:{_OPENAI_OPERATIONS})$"),
-    "openai_responses": re.compile(f"(?i)(?:{_OPENAI_OPERATIONS})$"),
+    "openai_compat": _OPENAI_OPERATIONS,
+    "openai_responses": _OPENAI_OPERATIONS,
     "anthropic": re.compile(r"(?i)/messages$"),
     "gemini": re.compile(r"(?i)/(?:tuned)?models(?:/[^/]*:(?:stream)?generatecontent)?$"),
 }
