@@ -176,8 +176,9 @@ def results_in_call_order(messages: Sequence[Message]) -> list[Message]:
     """The messages, with the tool results that follow an assistant turn put in the order
     of its calls, for a target that pairs results with calls by position (Gemini's
     `functionResponse`, where the ids of calls Gemini gave none are not sent; Ollama's
-    `tool_name`): results given Rome, then Paris, for calls Paris, Rome would be read as
-    the wrong call's. Only the run of tool results right after the turn is reordered; one
+    `tool_name`; an open model's chat template behind Chat Completions, which writes them
+    with no id): results given Rome, then Paris, for calls Paris, Rome would be read as the
+    wrong call's. Only the run of tool results right after the turn is reordered; one
     that answers no call of that turn keeps its place after those that do."""
     ordered: list[Message] = []
     at = 0

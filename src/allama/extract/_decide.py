@@ -351,11 +351,8 @@ def _choice_everywhere(provider: ChatProvider, model: str) -> bool:
     provider, but a choice failed over to one without it (OpenAI's Chat Completions) would
     go unconstrained: the options go as a JSON Schema enum instead, which the providers
     with structured output hold."""
-    supported = CapabilitySupport.SUPPORTED
-    if provider.chat_capability(model, ChatCapability.CHOICE_OUTPUT) is not supported:
-        return False
     return all(
-        each.chat_capability(model, ChatCapability.CHOICE_OUTPUT) is supported
+        each.chat_capability(model, ChatCapability.CHOICE_OUTPUT) is CapabilitySupport.SUPPORTED
         for each in _every_level(provider, set())
         if isinstance(each, ChatProvider)
     )
