@@ -1646,6 +1646,28 @@ def test_a_policy_takes_a_whole_number_of_attempts_of_any_integral_type() -> Non
         RetryPolicy(max_attempts=np.bool_(True))
 
 
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_a_policy_of_numpy_or_fraction_seconds_waits_in_sync_calls_as_in_async(
+    flavour: str,
+) -> None:
+    # A sync wait (`threading.Event.wait`) refuses a float32 or a Fraction: kept as given,
+    # they turned the first retry of a sync call into a TypeError.
+    np = pytest.importorskip("numpy")
+    from fractions import Fraction
+
+    policy = RetryPolicy(
+        max_attempts=np.int64(2),
+        initial_backoff=np.float32(0.01),
+        max_backoff=Fraction(1, 50),
+        jitter=0,
+    )
+    assert [type(policy.max_attempts), type(policy.initial_backoff)] == [int, float]
+    assert (policy.initial_backoff, policy.max_backoff) == (float(np.float32(0.01)), 0.02)
+    retrying = RetryingProvider(MockProvider([ServerError("busy"), "ok"]), policy)
+    response = retrying.chat(REQUEST) if flavour == "sync" else run(retrying.achat(REQUEST))
+    assert response.text() == "ok"
+
+
 def _gave_up(provider: RetryingProvider, flavour: str, error: type[Error] = Error) -> Any:
     """The `allama.retry` record of the error `provider` raised, called sync or async."""
     with pytest.raises(error) as caught:

@@ -134,6 +134,10 @@ class RetryPolicy:
             # NaN passes every comparison below.
             if isinstance(value, bool) or not isinstance(value, numbers.Real) or value != value:
                 raise ValueError(f"{name} must be a number, not {value!r}")
+            # Kept as given, numpy's float32 or a Fraction reached a sync wait
+            # (`threading.Event.wait`), which refuses them: a retry became a TypeError.
+            object.__setattr__(self, name, float(value))
+        object.__setattr__(self, "max_attempts", int(attempts))
         if self.initial_backoff < 0 or self.max_backoff < 0:
             raise ValueError("backoff times cannot be negative")
         if self.multiplier < 1:
