@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import subprocess
+import sys
 import threading
 import time
 import warnings
@@ -218,3 +220,82 @@ def test_a_stream_kept_open_after_its_end_marker_ends_at_once(server: _Server) -
     # Neither connection went back to the pool: the second call made its own.
     assert _counted(server)[0] == 2
     assert _until(lambda: _counted(server)[1] == 0)  # (the server's hold over)
+
+
+_TRICKLING_SERVER = r"""
+import http.server, json, sys, time
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        base = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+        events = [
+            {"choices": [{"index": 0, "delta": {"role": "assistant", "content": "Hi"}}]},
+            {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+        ]
+        def chunk(data):
+            self.wfile.write(b"%x\r\n" % len(data) + data + b"\r\n")
+            self.wfile.flush()
+        for event in events:
+            chunk(b"data: " + json.dumps({**base, **event}).encode() + b"\n\n")
+        chunk(b"data: [DONE]\n\n")
+        ends = time.monotonic() + 5.0
+        try:
+            while time.monotonic() < ends:  # a byte of tail every tenth of a millisecond or so
+                chunk(b" ")
+                time.sleep(0.0001)
+        except OSError:
+            pass
+        self.close_connection = True
+
+server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+print(server.server_address[1], flush=True)
+server.serve_forever()
+"""
+
+
+@pytest.fixture
+def trickling() -> Iterator[str]:
+    """A server in a process of its own (its bytes come on time, whatever this process's
+    threads do) whose stream's tail is a byte at a time, for five seconds."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", _TRICKLING_SERVER], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert process.stdout is not None
+        yield f"http://127.0.0.1:{int(process.stdout.readline())}/v1"
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_a_tail_that_trickles_in_is_read_for_a_tenth_of_a_second_at_most(trickling: str) -> None:
+    # Each byte came within a millisecond of the last: the sync drain read on past its
+    # deadline, up to its 8 KiB (seconds), where the async one stopped at its tenth.
+    with _transport() as transport:
+        target = provider("openai-compatible", base_url=trickling, transport=transport)
+        started = time.monotonic()
+        with target.chat_stream(REQUEST) as stream:
+            response = stream.response()
+        took = time.monotonic() - started
+        assert response.text() == "Hi"
+        assert took < 0.4
+
+        async def run() -> tuple[str, float]:
+            began = time.monotonic()
+            async with await target.achat_stream(REQUEST) as stream:
+                text = (await stream.response()).text()
+            return text, time.monotonic() - began
+
+        text, took = asyncio.run(run())
+        assert text == "Hi"
+        assert took < 0.4

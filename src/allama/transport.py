@@ -614,7 +614,9 @@ class StreamResponse(_OpenStream):
             taken = 0
             for chunk in rest:
                 taken += len(chunk)
-                if taken > _DRAIN_BYTES:
+                # Past the deadline a read still waits a millisecond: a tail that trickles
+                # in faster would be read on to its `_DRAIN_BYTES`, for seconds.
+                if taken > _DRAIN_BYTES or time.monotonic() >= deadline:
                     return
         except Error:
             pass  # timed out, or broke: the connection is closed
