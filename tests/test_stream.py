@@ -454,7 +454,7 @@ def test_closing_early_closes_the_source_once() -> None:
     stream.close()
     assert source.closed == 1
     assert list(stream) == []
-    with pytest.raises(IncompleteStreamError):
+    with pytest.raises(Error, match=r"^the stream was closed \(close\(\) or aclose\(\)\) before"):
         stream.response()
 
 
@@ -530,7 +530,7 @@ def test_async_stream_incomplete_and_early_close() -> None:
             assert await anext(other) == GOOD[0]
         await other.aclose()
         assert await drain(other) == []
-        with pytest.raises(IncompleteStreamError):
+        with pytest.raises(Error, match=r"^the stream was closed \(close\(\) or aclose\(\)\)"):
             await other.response()
 
     run(main())
@@ -577,3 +577,47 @@ def test_a_lone_surrogate_is_kept_as_it_came() -> None:
     collector.push(TextDelta(index=0, text="a\udc00b"))
     collector.push(Finish())
     assert collector.finish().text() == "a\udc00b"
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_a_stream_closed_by_its_caller_before_the_finish_says_so_and_is_not_retryable(
+    flavour: str,
+) -> None:
+    # It read as "the stream ended before the response finished", retryable: a retry loop
+    # would send again a call its caller chose to stop.
+    source = Source(GOOD)
+
+    async def closed_async() -> Error:
+        stream = AsyncChatStream(source.aevents(), close=source.aclose, provider="p")
+        await anext(stream)
+        await anext(stream)
+        await stream.aclose()
+        with pytest.raises(Error) as caught:
+            await stream.response()
+        return caught.value
+
+    if flavour == "sync":
+        stream = ChatStream(source.events(), close=source.close, provider="p")
+        next(stream)
+        next(stream)
+        stream.close()
+        with pytest.raises(Error) as caught:
+            stream.response()
+        error = caught.value
+    else:
+        error = run(closed_async())
+    assert type(error) is Error
+    assert error.message == (
+        "the stream was closed (close() or aclose()) before the response finished"
+    )
+    assert error.retryable is False
+    assert source.closed == 1
+
+
+def test_a_stream_closed_after_its_finish_still_gives_its_response() -> None:
+    source = Source(GOOD)
+    stream = ChatStream(source.events(), close=source.close, provider="p")
+    for _ in GOOD:
+        next(stream)
+    stream.close()
+    assert stream.response() == GOOD_RESPONSE

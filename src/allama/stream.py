@@ -141,6 +141,7 @@ class StreamCollector:
         self._model: str | None = None
         self._error: Error | None = None
         self._source: StreamCollector | None = None
+        self._closed_early = False
         self.provider: str | None = None
 
     @property
@@ -324,14 +325,25 @@ class StreamCollector:
         if self._error is not None:
             raise self._error
         if self._finish is None:
-            ended = (
-                IncompleteStreamError("the stream ended before the response finished")
-                .mark_authored()
-                .with_retryable(True)
-            )
+            if self._closed_early:
+                # The caller's own choice, not the provider's failure: not worth sending again.
+                ended = Error(
+                    "the stream was closed (close() or aclose()) before the response finished"
+                ).mark_authored()
+            else:
+                ended = (
+                    IncompleteStreamError("the stream ended before the response finished")
+                    .mark_authored()
+                    .with_retryable(True)
+                )
             self.mark_made(ended)
             raise ended
         return self.partial_response()
+
+    def mark_closed_early(self) -> None:
+        """The caller closed the stream before its answer finished: `finish` says so."""
+        if self._finish is None and self._error is None:
+            self._closed_early = True
 
     def mark_made(self, error: Error) -> None:
         """Where the model had begun its answer and the stream reported no usage: `error`
@@ -533,6 +545,8 @@ class ChatStream:
             if self._closed:
                 return
             self._closed = True
+            if not self._rules.done and self._failure is None:  # (not the stream's own end)
+                self._rules.collector.mark_closed_early()
             self._rules.done = True
             read_elsewhere = self._reading
         if self._dropped is not None:
@@ -650,6 +664,8 @@ class AsyncChatStream:
         if self._closed:
             return
         self._closed = True
+        if not self._rules.done and self._failure is None:  # (not the stream's own end)
+            self._rules.collector.mark_closed_early()
         self._rules.done = True
         read_elsewhere = self._reading
         if self._dropped is not None:
