@@ -484,6 +484,128 @@ def test_a_streamed_call_and_the_responses_api_tell_their_tier_too() -> None:
     assert cost is not None and cost.total == _tier_price("gpt-5-mini", "flex")
 
 
+# Groq's answer at its `flex` tier, as recorded (`groq/json_schema_strict.json`, whose
+# `service_tier` reads `on_demand`), the answer and usage cut to what is priced.
+GROQ_USAGE = {"prompt_tokens": 178, "completion_tokens": 94, "total_tokens": 272}
+
+
+def _groq_body(tier: str) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-92437948-262c-49fe-87d1-774e54201105",
+        "object": "chat.completion",
+        "created": 1756843265,
+        "model": "openai/gpt-oss-120b",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": '{"name": "Ada"}'},
+                "logprobs": None,
+                "finish_reason": "stop",
+            }
+        ],
+        "service_tier": tier,
+        "system_fingerprint": "fp_213abb2467",
+        "usage": {**GROQ_USAGE, "queue_time": 1.09, "prompt_time": 0.008, "total_time": 0.19},
+        "usage_breakdown": None,
+        "x_groq": {"id": "req_01k4609j8zemga5d9erfnwbfma"},
+    }
+
+
+def _groq_on_demand() -> Decimal:
+    """genai-prices' on-demand price of `GROQ_USAGE` at groq/openai/gpt-oss-120b."""
+    price_in, price_out = expected(
+        "groq", "openai/gpt-oss-120b", Usage(input_tokens=178, output_tokens=94)
+    )
+    assert price_in + price_out == Decimal("0.0000831")  # $0.15 in, $0.60 out a million
+    return price_in + price_out
+
+
+def test_a_groq_flex_answer_is_priced_at_the_on_demand_price_and_says_so() -> None:
+    from tests._recording import provider
+
+    source = f"genai-prices {VERSION}, groq/openai/gpt-oss-120b"
+    for tier, said in (
+        ("flex", f"{source} (flex tier, at on-demand prices)"),
+        ("on_demand", source),
+        ("auto", source),
+    ):
+        target, _ = provider("groq", (200, _groq_body(tier)))
+        answered = target.chat(ChatRequest("openai/gpt-oss-120b").user("Who?"))
+        cost = record(answered).cost
+        assert cost is not None, tier
+        assert (cost.total, cost.source) == (_groq_on_demand(), said)
+    # OpenAI's flex tier keeps its own, cheaper price (`test_a_call_served_at_another...`).
+    flex = record(decode_body_of("flex")).cost
+    assert flex is not None and flex.total == _tier_price("gpt-5-mini", "flex")
+
+
+def test_a_groq_answer_at_its_performance_tier_has_no_cost_with_the_reason() -> None:
+    from tests._recording import provider
+
+    target, _ = provider("groq", (200, _groq_body("performance")))
+    metadata = record(target.chat(ChatRequest("openai/gpt-oss-120b").user("Who?")))
+    assert metadata.cost is None
+    assert metadata.cost_missing == (
+        "served at Groq's 'performance' service tier, provisioned throughput billed by the "
+        "capacity bought under an enterprise agreement rather than by token "
+        "(groq/openai/gpt-oss-120b)"
+    )
+
+
+def test_a_streamed_groq_flex_answer_is_priced_at_the_on_demand_price() -> None:
+    from tests._recording import provider
+
+    def chunk(delta: dict[str, Any], finish: str | None = None, **more: Any) -> str:
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+        body = {
+            "id": "c",
+            "object": "chat.completion.chunk",
+            "created": 1,
+            "model": "openai/gpt-oss-120b",
+            "service_tier": "flex",
+            "choices": [choice],
+            **more,
+        }
+        return f"data: {json.dumps(body)}\n\n"
+
+    data = (
+        chunk({"role": "assistant", "content": ""})
+        + chunk({"content": '{"name": "Ada"}'})
+        + chunk({}, "stop", x_groq={"id": "req_1", "usage": GROQ_USAGE})
+        + "data: [DONE]\n\n"
+    ).encode()
+    target, _ = provider("groq", (200, data))
+    stream = target.chat_stream(ChatRequest("openai/gpt-oss-120b").user("Who?"))
+    streamed = stream.response()
+    assert streamed.provider_data["groq"]["service_tier"] == "flex"
+    cost = record(streamed).cost
+    assert cost is not None
+    assert (cost.total, cost.source) == (
+        _groq_on_demand(),
+        f"genai-prices {VERSION}, groq/openai/gpt-oss-120b (flex tier, at on-demand prices)",
+    )
+
+
+def test_a_batch_with_a_budget_runs_on_past_groq_flex_answers() -> None:
+    from tests._recording import provider
+
+    target, recorder = provider("groq", (200, _groq_body("flex")))
+    run = allama.batch(
+        target,
+        Person,
+        ["Ada", "Grace", "Edsger"],
+        request=ChatRequest("openai/gpt-oss-120b"),
+        max_cost="1",
+        concurrency=1,
+    )
+    results = list(run)
+    assert [result.value for result in results] == [Person(name="Ada")] * 3
+    assert len(recorder.bodies) == 3
+    summary = run.summary
+    assert (summary.stopped, summary.priced, summary.cost_unknown) == (None, 3, 0)
+    assert summary.cost == 3 * _groq_on_demand()
+
+
 def _gemini_audio_body(usage: dict[str, Any]) -> dict[str, Any]:
     return {
         "candidates": [

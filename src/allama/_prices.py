@@ -28,6 +28,11 @@ How allama's names meet genai-prices' (`PROVIDER_IDS` below):
   `{"speed": "fast"}` prices, and has no cost where it has none; its US-only inference
   (`usage.inference_geo: "us"`, 1.1 times the standard price on Opus 4.6, Sonnet 4.6 and
   later models) has no cost on those models, since genai-prices has no price for it;
+- a response served at another service tier than the standard one is priced at that
+  tier's prices, or has no cost where genai-prices has none, never the standard price;
+  except Groq's `flex` tier (which its `auto` tier falls back to), billed at the on-demand
+  price, so priced at it (`source` says so); Groq's `performance` tier, provisioned
+  throughput bought by enterprise agreement, has no cost;
 - what no price data allama has can price has no cost, with the reason (`_UNPRICEABLE`):
   Gemini's grounding with Google Search or Maps (billed past a free quota a response does
   not report), the Responses API's `web_search_preview` searches (billed by the model's
@@ -61,8 +66,10 @@ upstream key, the upstream's charge beside OpenRouter's fee), is what the router
 whichever upstream served the call, so it is taken rather than genai-prices' list price
 (`source` reads `as openrouter reported, <model>`). Given without its parts, or as xAI's
 total alone, the usage is priced by genai-prices as any other's (xAI's total where it is
-that price: no cost where it is not, as xAI's bill above 128,000 tokens), unless xAI says it
-ran server-side tools (`num_server_side_tools_used`: searches, code execution), which
+that price: no cost where it is not, as xAI's bill above 128,000 tokens; without one, a
+request to Grok 4, 4 Fast or 4.1 Fast above 128,000 input tokens has no cost, billed at
+long-context rates genai-prices does not hold for them), unless xAI says it ran
+server-side tools (`num_server_side_tools_used`: searches, code execution), which
 genai-prices has no price for: then the total xAI reported is the cost's total, beside
 genai-prices' price of the tokens as its input and output (no cost without that total, or
 with one below the tokens' price).
@@ -289,9 +296,10 @@ Charge: TypeAlias = (
 """One response's provider, model, usage and the time it arrived (`time.time()`), whether
 it came from a provider batch job (priced at batch prices), what else it was billed for
 beyond `Usage` (`BILLED_EXTRAS`), the service tier other than the standard one that
-served it (OpenAI's `priority` or `flex`, priced at that tier's prices), and what the
-provider said it cost (the money fields of its usage, `USAGE_COST_KEY`): what an
-extraction's record keeps per response, a plain tuple so that keeping it costs nothing."""
+served it (OpenAI's `priority` or `flex`, priced at that tier's prices; Groq's `flex`, at
+its on-demand ones), and what the provider said it cost (the money fields of its usage,
+`USAGE_COST_KEY`): what an extraction's record keeps per response, a plain tuple so that
+keeping it costs nothing."""
 
 BILLED_EXTRAS: Mapping[str, str | None] = {
     "web_searches": "web_searches_kcount",
@@ -509,8 +517,12 @@ def _genai_prices() -> ModuleType | None:
     return genai_prices
 
 
-def _price_charge(entry: Charge, batch: bool) -> tuple[Cost, str, str] | str:
-    """The cost of one charge, the `provider/model` it matched, and the price data's name."""
+def _price_charge(
+    entry: Charge, batch: bool, *, total_reported: bool = False
+) -> tuple[Cost, str, str] | str:
+    """The cost of one charge, the `provider/model` it matched, and the price data's name;
+    `total_reported`: the provider said what the whole call cost (xAI's ticks), which
+    covers the rates genai-prices may lack (xAI's long-context ones)."""
     provider, model, usage, at = entry[:4]
     in_job = len(entry) > 4 and entry[4] is True
     money: Mapping[str, Any] = (entry[7] if len(entry) > 7 else None) or {}
@@ -565,6 +577,15 @@ def _price_charge(entry: Charge, batch: bool) -> tuple[Cost, str, str] | str:
             f"above the standard price on Claude Opus 4.6, Sonnet 4.6 and later models (1.1 "
             f"times it in the US), which genai-prices {version} has no price for ({ref})"
         )
+    if tier is not None:
+        unpriced_tier = _TIER_UNPRICED.get((gp_provider.id, tier))
+        if unpriced_tier:
+            return f"{unpriced_tier} ({ref})"
+        if tier in _TIER_AT_STANDARD_PRICE.get(gp_provider.id, ()):
+            # Billed as the standard tier is: priced as it, saying which tier served it.
+            if not batch:
+                ref = f"{ref} ({tier} tier, at on-demand prices)"
+            tier = None
     if batch and not _has_variant(gp_provider, gp_model, when, _BATCH):
         return f"genai-prices {version} has no batch price for {ref}"
     context: Mapping[str, str] | None = _BATCH if batch else None
@@ -594,6 +615,17 @@ def _price_charge(entry: Charge, batch: bool) -> tuple[Cost, str, str] | str:
         reason = _long_context_unknown(usage, extras, gp_model, when, context, version, ref)
         if reason:
             return reason
+    if (
+        (usage.input_tokens or 0) > _XAI_LONG_CONTEXT
+        and not total_reported
+        and gp_provider.id == "x-ai"
+        and _XAI_LONG_CONTEXT_TIERED.match(gp_model.id)
+        and not _tiered(gp_model, when, context)
+    ):
+        return (
+            f"{usage.input_tokens} input tokens are over {_XAI_LONG_CONTEXT:,}, billed at the "
+            f"model's long-context rates, which genai-prices {version} does not hold for {ref}"
+        )
     tokens = (
         usage.input_tokens or 0,
         usage.output_tokens or 0,
@@ -686,6 +718,22 @@ def _unpriceable(extras: Mapping[str, int]) -> str:
     return ""
 
 
+_TIER_AT_STANDARD_PRICE: Mapping[str, frozenset[str]] = {"groq": frozenset({"flex"})}
+"""The service tiers other than the standard one that a provider (by genai-prices' id)
+bills at its standard price: Groq's `flex` ("pricing matches the on-demand tier"), which
+its `auto` tier also falls back to past the on-demand rate limits. Priced as the standard
+tier, whatever price variant genai-prices holds for the tier's name (OpenAI's `flex` is
+another, cheaper tier)."""
+
+_TIER_UNPRICED: Mapping[tuple[str, str], str] = {
+    ("groq", "performance"): (
+        "served at Groq's 'performance' service tier, provisioned throughput billed by the "
+        "capacity bought under an enterprise agreement rather than by token"
+    ),
+}
+"""Service tiers (by genai-prices' provider id) billed at prices no price list holds, and
+why: such a response has no cost, rather than the standard price."""
+
 _GEO_AT_STANDARD_PRICE = re.compile(
     r"claude-(?:instant|v?[123](?:\D|$)|(?:opus|sonnet|haiku)-4(?:$|-(?:[015]|20\d{6})(?:\D|$)))"
 )
@@ -737,13 +785,30 @@ def _long_context_unknown(
             f"long-context rates only where its own input is over {_LONG_CONTEXT:,}: the "
             f"passes' sizes are unknown ({ref})"
         )
-    prices = vars(gp_model.get_prices(when, context)).values()
-    if not any(hasattr(price, "tiers") for price in prices):
+    if not _tiered(gp_model, when, context):
         return (
             f"{usage.input_tokens} input tokens are over {_LONG_CONTEXT:,}, billed at the "
             f"model's long-context rates, which genai-prices {version} does not hold for {ref}"
         )
     return ""
+
+
+def _tiered(gp_model: Any, when: datetime, context: Mapping[str, str] | None) -> bool:
+    """Whether the prices genai-prices holds for `gp_model` have tiers by input size."""
+    prices = vars(gp_model.get_prices(when, context)).values()
+    return any(hasattr(price, "tiers") for price in prices)
+
+
+_XAI_LONG_CONTEXT = 128_000
+"""Input tokens above which xAI bills a request to a Grok 4 model older than Grok 4.20 at
+its long-context rates, every token of it (twice the standard ones)."""
+
+_XAI_LONG_CONTEXT_TIERED = re.compile(r"grok-4(?:-\d{4})?(?:-(?:\d-)?fast(?:-non)?-reasoning)?$")
+"""genai-prices' ids of xAI's Grok 4 models with long-context rates above
+`_XAI_LONG_CONTEXT` input tokens (`grok-4-0709`; Grok 4 Fast and 4.1 Fast, reasoning or
+not): where their prices hold no such tier and xAI reported no total
+(`cost_in_usd_ticks`), no cost, rather than about half the bill. Grok 4.20 and later
+(`grok-4.20`, `grok-4.3`) have their tiers, at 200,000, in the price data."""
 
 
 _OVER_COUNTS = (
@@ -862,7 +927,9 @@ def _with_total_reported(
         if key not in _TOOL_FEES
     }
     tier = entry[6] if len(entry) > 6 else None
-    priced = _price_charge((provider, model, usage, at, in_job, extras, tier, {}), batch)
+    priced = _price_charge(
+        (provider, model, usage, at, in_job, extras, tier, {}), batch, total_reported=True
+    )
     if isinstance(priced, str):
         return priced
     tokens, ref, label = priced
@@ -893,7 +960,7 @@ def _priced_as_billed(entry: Charge, billed: Decimal, batch: bool) -> tuple[Cost
     extras = entry[5] if len(entry) > 5 else {}
     tier = entry[6] if len(entry) > 6 else None
     unreported: Charge = (provider, model, usage, at, in_job, extras, tier, {})
-    as_sent = _price_charge(unreported, False)  # the price of what was billed
+    as_sent = _price_charge(unreported, False, total_reported=True)  # what was billed
     if isinstance(as_sent, str):
         return as_sent
     priced, ref, label = as_sent
@@ -905,7 +972,9 @@ def _priced_as_billed(entry: Charge, billed: Decimal, batch: bool) -> tuple[Cost
             f"where {label} prices its tokens at {dollars(priced.total)}: billed at rates "
             "the price data does not hold (xAI's above 128,000 tokens, say)"
         )
-    return as_sent if not batch or in_job else _price_charge(unreported, batch)
+    if not batch or in_job:
+        return as_sent
+    return _price_charge(unreported, batch, total_reported=True)
 
 
 _TOOL_FEES = frozenset(

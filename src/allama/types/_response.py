@@ -130,8 +130,10 @@ _STANDARD_GEOS = frozenset({"global", "not_available"})
 STANDARD_SERVICE_TIERS = frozenset(
     {"default", "standard", "on_demand", "auto", "batch", "unspecified"}
 )
-"""The tiers billed at the standard price (`batch`: a batch job's rows, priced as such;
-Gemini's `unspecified`: its default, the standard tier)."""
+"""The tiers billed at the standard price whoever names them (`batch`: a batch job's rows,
+priced as such; Gemini's `unspecified`: its default, the standard tier; Groq's `on_demand`
+and `auto`). A tier billed at it by one provider alone stays named (Groq's `flex`, which
+OpenAI and Gemini bill at other prices): the price decides (`_prices`)."""
 
 
 def service_tier_of(value: object) -> str | None:
