@@ -7,7 +7,8 @@ again, no reasoning effort sent to Groq's Llama 3.x, no log-probabilities asked 
 Azure deployment taken for a reasoning model, OpenRouter's `require_parameters` kept
 for a schema with a warning where the caller gave another, OpenAI's tool-call ids within 40
 characters, reasoning or a paused Anthropic turn's server tool blocks left out with a
-warning, and o1-mini's and o1-preview's system and developer words in the first user turn."""
+warning, o1-mini's and o1-preview's system and developer words in the first user turn,
+Groq's leading `<think>` block read as reasoning, and Together's full context."""
 
 from __future__ import annotations
 
@@ -132,15 +133,18 @@ def test_deepseek_extraction_repair_keeps_the_forced_calls_reasoning() -> None:
     fixed = {**call, "function": {**call["function"], "arguments": '{"name":"Bob","age":3}'}}
     right = completion({"content": "", "tool_calls": [fixed]}, "tool_calls")
     target, recorder = provider("deepseek", (200, wrong), (200, right))
+    # The reasoner takes no forced tool (thinking mode): forced-tool mode offers it.
+    request = ChatRequest("deepseek-reasoner").user("Bob is 3")
     result = Extractor(retries=1).extract(
-        target, Person, ChatRequest("deepseek-reasoner").user("Bob is 3")
+        target, Person, request.with_option(ExtractionMode.FORCED_TOOL)
     )
     assert result.value == Person(name="Bob", age=3)
     turn = next(m for m in recorder.bodies[1]["messages"] if m["role"] == "assistant")
     assert turn["reasoning_content"] == "Bob is three."
 
 
-# 5. A leading `<think>` block in the content is reasoning (Fireworks, Together, vLLM)
+# 5. A leading `<think>` block in the content is reasoning (Fireworks, Together, vLLM, and
+# Groq, whose `reasoning_format` is `raw` by default: Qwen3's thinking opens `content`)
 
 
 THOUGHT = '\nThe user wants {"name": "X"} maybe.\n'
@@ -154,6 +158,7 @@ THINKING = f"<think>{THOUGHT}</think>\n\n{ANSWER}"
         ("vllm", "Qwen/Qwen3-0.6B"),
         ("together", "deepseek-ai/DeepSeek-R1"),
         ("fireworks", "accounts/fireworks/models/deepseek-r1"),
+        ("groq", "qwen/qwen3-32b"),
     ],
 )
 def test_native_extraction_reads_past_a_leading_think_block(preset: str, model: str) -> None:
@@ -163,7 +168,7 @@ def test_native_extraction_reads_past_a_leading_think_block(preset: str, model: 
     assert result.value == Person(name="Bob", age=3)
 
 
-@pytest.mark.parametrize("preset", ["vllm", "together", "fireworks"])
+@pytest.mark.parametrize("preset", ["vllm", "together", "fireworks", "groq"])
 def test_a_leading_think_block_is_a_reasoning_block(preset: str) -> None:
     target, _ = provider(preset, (200, completion({"content": THINKING})))
     response = target.chat(ChatRequest("m").user("x"))
@@ -229,6 +234,17 @@ def test_a_stream_decoder_from_the_vllm_preset_splits_think_tags() -> None:
     assert stream.collector.finish().content == (Reasoning(text="a"), TextPart(text="b"))
 
 
+def test_groqs_qwen3_stream_reads_its_think_block_as_reasoning() -> None:
+    data = sse(delta("<think>\nLet me add.\n</"), delta("think>\n\n4"), delta(None, "stop"))
+    target, _ = provider("groq", (200, data))
+    stream = target.chat_stream(ChatRequest("qwen/qwen3-32b").user("2+2?"))
+    for _ in stream:
+        pass
+    response = stream.collector.finish()
+    assert response.content == (Reasoning(text="\nLet me add.\n"), TextPart(text="4"))
+    assert response.text() == "4"
+
+
 def test_a_stream_decoder_without_think_tags_keeps_them() -> None:
     decoder = ChatStreamDecoder()
     events = [*decoder.feed(sse(delta("<think>a</think>b"), delta(None, "stop")))]
@@ -267,6 +283,26 @@ def test_llama_cpp_context_overflow_is_a_context_window_error(
         target, _ = provider(preset, (400, {"error": error}))
         with pytest.raises(ContextWindowExceededError):
             target.chat(ChatRequest("m").user("x"))
+
+
+# 3b. Together's full context, in Text Generation Inference's words
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "Input validation error: `inputs` tokens + `max_new_tokens` must be <= 131073. "
+        "Given: 130000 `inputs` tokens and 2000 `max_new_tokens`",
+        "Input validation error: `inputs` must have less than 4096 tokens. Given: 5000",
+    ],
+)
+def test_togethers_context_overflow_is_a_context_window_error(message: str) -> None:
+    error = {"message": message, "type": "invalid_request_error", "param": "max_tokens"}
+    target, _ = provider("together", (400, {"id": "x", "error": error}))
+    with pytest.raises(ContextWindowExceededError) as raised:
+        target.chat(ChatRequest("meta-llama/Llama-3.3-70B-Instruct-Turbo").user("x"))
+    assert str(raised.value) == message
+    assert raised.value.retryable is False
 
 
 # 4. vLLM: no `developer` role (common chat templates refuse it)

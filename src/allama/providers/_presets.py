@@ -307,7 +307,9 @@ _PRESETS: tuple[Preset, ...] = (
     ),
     Preset(
         "groq",
-        # Structured outputs do not stream on Groq.
+        # Structured outputs do not stream on Groq. Its `reasoning_format` is `raw` by
+        # default where neither JSON mode nor tools are on: Qwen3's `<think>` block then
+        # opens `content`.
         WireProfile(
             "groq",
             "Groq",
@@ -317,6 +319,7 @@ _PRESETS: tuple[Preset, ...] = (
             json_mode_word=True,
             schema_streams=False,
             response_schema_any_root=CapabilitySupport.UNSUPPORTED,
+            think_tags=True,
         ),
         "https://api.groq.com/openai/v1",
         "GROQ_API_KEY",

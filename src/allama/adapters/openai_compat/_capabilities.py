@@ -82,6 +82,12 @@ class ModelFamily:
     """Whether the family takes `system` and `developer` messages: o1-mini and o1-preview
     answer 400 ("'messages[0].role' does not support 'system' with this model", and the same
     for `developer`), so their text opens the first user turn instead."""
+    thinking: Literal["by_default", "always"] | None = None
+    """DeepSeek's thinking mode, where the family has one: on `by_default` (V4, which
+    `"thinking": {"type": "disabled"}` turns off, and which reasoning effort `none` is sent
+    as) or `always` (deepseek-reasoner). While it thinks, DeepSeek answers 400 to a forced
+    `tool_choice` ("Thinking mode does not support this tool_choice"): `forced_tool` is the
+    answer for the default, and a request that turns thinking off may force a tool."""
 
     def support(self, capability: ChatCapability) -> CapabilitySupport:
         if capability is ChatCapability.STRUCTURED_OUTPUT:
@@ -528,25 +534,33 @@ _DEEPSEEK_ROWS = (
     # The thinking mode takes no `logprobs` and ignores sampling (DeepSeek's reasoning-model
     # guide: "will not trigger an error but will also have no effect"). The API reads no
     # images ("unknown variant `image_url`, expected `text`").
+    # A forced `tool_choice` (`required`, or a named function) is answered 400 in thinking
+    # mode ("Thinking mode does not support this tool_choice", DeepSeek-V3#1376; "deepseek-
+    # reasoner does not support this tool_choice", litellm#27628): the reasoner always
+    # thinks (no source says it can stop), so it is never forced.
     ModelFamily(
         "deepseek-reasoner*",
         StructuredLevel.JSON_OBJECT,
         reasoning=S,
-        forced_tool=U,
+        forced_tool=N,
         efforts=_LOW_HIGH,
         logprobs=N,
         images=N,
         sampling="no",
+        thinking="always",
     ),
-    # V4 thinks by default (`thinking: {"type": "disabled"}` turns it off), and then
-    # ignores sampling as the reasoner does.
+    # V4 thinks by default (`thinking: {"type": "disabled"}` turns it off, DeepSeek's
+    # thinking-mode guide), and then ignores sampling as the reasoner does and takes no
+    # forced tool; with thinking off both are taken (DeepSeek-V3#1376).
     ModelFamily(
         "deepseek-v4*",
         StructuredLevel.JSON_OBJECT,
         reasoning=S,
+        forced_tool=N,
         efforts=_LOW_HIGH,
         images=N,
         sampling="without_thinking",
+        thinking="by_default",
     ),
     ModelFamily(
         "deepseek-*", StructuredLevel.JSON_OBJECT, reasoning=S, efforts=_LOW_HIGH, images=N

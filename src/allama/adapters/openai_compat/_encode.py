@@ -469,6 +469,14 @@ class _Encoder:
                     instead="the model chooses whether to call a tool",
                 )
             return None
+        if choice.mode in ("required", "tool") and self.thinking_mode():
+            self.degradations.refuse(
+                RequestField.TOOL_CHOICE,
+                f"`{self.request.model}` on {display} cannot be forced to call a tool"
+                f"{self.unforced_why()}",
+                instead="`auto` was sent instead",
+            )
+            return "auto"
         if choice.mode == "required":
             return self.profile.required_tool_choice
         if choice.mode == "tool":
@@ -944,11 +952,35 @@ class _Encoder:
         )
 
     def thinks(self) -> bool:
-        """Whether a model that thinks by default does here: unless the body option turns
-        thinking off (DeepSeek's `"thinking": {"type": "disabled"}`)."""
+        """Whether a model that thinks by default does here: unless thinking is turned off,
+        by the body option (DeepSeek's `"thinking": {"type": "disabled"}`, which goes in
+        place of allama's own) or by reasoning effort `none` (`thinking_off_by_effort`)."""
         extra = self.request.option_json(self.namespace)
         thinking = extra.get("thinking") if isinstance(extra, dict) else None
-        return not (isinstance(thinking, dict) and thinking.get("type") == "disabled")
+        if isinstance(thinking, dict):
+            return thinking.get("type") != "disabled"
+        return not self.thinking_off_by_effort()
+
+    def thinking_off_by_effort(self) -> bool:
+        """Whether reasoning effort `none` turns the family's thinking mode off: sent as
+        `"thinking": {"type": "disabled"}` (DeepSeek V4, which takes no effort `none`)."""
+        return self.family.thinking == "by_default" and self.request.reasoning_effort == "none"
+
+    def thinking_mode(self) -> bool:
+        """Whether the request runs in DeepSeek's thinking mode, where a forced
+        `tool_choice` is answered 400 ("Thinking mode does not support this tool_choice")."""
+        return self.family.thinking == "always" or (
+            self.family.thinking == "by_default" and self.thinks()
+        )
+
+    def unforced_why(self) -> str:
+        """Why no tool is forced in thinking mode, and how to leave it where the model can."""
+        if self.family.thinking == "always":
+            return ": it always thinks, and thinking mode takes no forced `tool_choice`"
+        return (
+            " in thinking mode, its default (to force one, turn thinking off: reasoning effort "
+            '`none`, or `"thinking": {"type": "disabled"}` in the body option)'
+        )
 
     def temperature_in_range(self, temperature: float | None) -> float | None:
         """`temperature`, or `None` (with a warning) above what the endpoint takes: sent,
@@ -994,8 +1026,11 @@ class _Encoder:
                     instead=f"{request.seed} was left out",
                 )
         effort: str | None = None
+        thinking: dict[str, str] | None = None
         if self.never_thinks_asked_none():
             pass  # nothing to send, and nothing lost
+        elif self.thinking_off_by_effort():
+            thinking = {"type": "disabled"}  # no reasoning, as asked: nothing lost
         elif request.reasoning_effort is not None:
             if (
                 not profile.reasoning_effort
@@ -1027,6 +1062,7 @@ class _Encoder:
             response_format=self.response_format(),
             grammar=self.grammar(),
             reasoning_effort=effort,
+            thinking=thinking,
             logprobs=True if top_logprobs is not None else None,
             top_logprobs=top_logprobs or None,
         )

@@ -86,7 +86,11 @@ _CONTEXT_CODES = frozenset(
 _CONTEXT_WORDS = (
     r"(?i)maximum context length|context length|context window|prompt too long|"
     r"prompt is too long|too many tokens|reduce the length|maximum prompt length|"
-    r"exceeds the available context"
+    r"exceeds the available context|"
+    # Text Generation Inference's (Together's): "`inputs` tokens + `max_new_tokens` must be
+    # <= 131073", "`inputs` must have less than 4096 tokens".
+    r"`?inputs`? tokens \+ `?max_new_tokens`? must be <=|"
+    r"`?inputs`? must have less than \d+ tokens"
 )
 _RATE_LIMIT_CODES = frozenset({"rate_limit_exceeded", "ratelimitreached", "rate_limited"})
 _OVERLOADED_CODES = frozenset({"overloaded", "capacity_exceeded"})
@@ -123,6 +127,9 @@ _RESPONSE_FORMAT_SCHEMA = (
 """A refused schema or response format: DeepInfra's 405 "json_schema (or json_object)
 response format is not supported for model: ..." refuses JSON mode as it does a schema."""
 _TOOL_SCHEMA = r"(?i)invalid schema for function"
+_UNFORCEABLE = r"(?i)does not support this tool_choice"
+"""DeepSeek's 400 to a forced `tool_choice` in thinking mode ("Thinking mode does not
+support this tool_choice"; "deepseek-reasoner does not support this tool_choice")."""
 # How upstreams behind a router name the schema they rejected: Anthropic's
 # `output_format.schema` / `output_config.format` and `input_schema`, Gemini's
 # `generation_config.response_schema` and `function_declarations[i].parameters`.
@@ -604,6 +611,8 @@ def _classify(status: int | None, info: ErrorInfo, headers: Mapping[str, str]) -
     if status in (400, 413, 422, None) and re.search(_CONTEXT_WORDS, message):
         return ContextWindowExceededError(message)
     field = _rejected_schema(info)
+    if field is None and status in (400, 422, None) and re.search(_UNFORCEABLE, message):
+        field = RequestField.TOOL_CHOICE
     if field is not None:
         return UnsupportedError(message, field=field, stage=UnsupportedStage.PROVIDER)
     if status == 401 or (status in (400, 403) and re.search(_BAD_KEY, message)):
