@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 import allama
-from allama import ChatRequest, DocumentPart, ImagePart
+from allama import ChatRequest, DocumentPart, ImagePart, ToolCall
 from allama.mock import MockProvider
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"0" * 8
@@ -103,6 +104,63 @@ def test_from_file_reads_the_bytes_and_tells_the_media_type_by_the_name(tmp_path
     )
     with pytest.raises(ValueError, match=r"which is not a document; use ImagePart\.from_file"):
         DocumentPart.from_file(tmp_path / "cat.png")
+
+
+@pytest.mark.parametrize(
+    ("name", "compression"),
+    [("report.pdf.gz", "gzip"), ("cat.png.gz", "gzip"), ("cat.jpg.bz2", "bzip2")],
+)
+def test_a_compressed_file_is_refused_naming_it_and_its_compression(
+    tmp_path: Path, name: str, compression: str
+) -> None:
+    """Its name says what it holds (`application/pdf`), which went as the type of the
+    compressed bytes: the provider was sent gzip as a PDF."""
+    (tmp_path / name).write_bytes(b"\x1f\x8b\x08\x00")
+    for part in (ImagePart, DocumentPart):
+        with pytest.raises(ValueError) as raised:
+            part.from_file(tmp_path / name)
+        assert str(raised.value) == (
+            f"{part.__name__}.from_file: {name!r} is compressed ({compression}), which no "
+            "provider reads: decompress it first"
+        )
+    # A media type given is the caller's word on the bytes, and is taken as it is.
+    given = DocumentPart.from_file(tmp_path / name, media_type="application/gzip")
+    assert given.media_type == "application/gzip"
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("notes.md", "# Notes\n- one"),
+        ("table.csv", "a,b\n1,2"),
+        ("page.html", "<p>hi</p>"),
+        ("data.json", '{"a": 1}'),
+        ("feed.xml", "<a/>"),
+        ("notes.txt", "plain"),
+    ],
+)
+def test_a_text_file_is_read_as_plain_text_which_every_provider_takes(
+    tmp_path: Path, name: str, text: str
+) -> None:
+    """Read as `text/markdown` (or `text/csv`, ...), the document was refused by Anthropic,
+    OpenAI and Ollama, which take PDF and plain-text documents alone."""
+    (tmp_path / name).write_text(text)
+    document = DocumentPart.from_file(tmp_path / name, title="Notes")
+    assert (document.data, document.media_type) == (text.encode(), "text/plain")
+    request = ChatRequest("claude-sonnet-4-5").user("Sum it up.", document)
+    http, warnings = allama.provider("anthropic", api_key="sk-ant-abcdefgh")._prepare(
+        request, stream=False
+    )
+    assert http.body["messages"][0]["content"][1] == {
+        "type": "document",
+        "source": {"type": "text", "media_type": "text/plain", "data": text},
+        "title": "Notes",
+    }
+    assert warnings == []
+    assert request.to_openai_messages()[0]["content"][1] == {"type": "text", "text": text}
+    # A media type given is kept.
+    kept = DocumentPart.from_file(tmp_path / name, media_type="text/markdown")
+    assert kept.media_type == "text/markdown"
 
 
 # 2. A str as a part's bytes
@@ -206,6 +264,88 @@ def test_the_json_form_of_messages_is_still_taken() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    "messages",
+    [
+        [{"role": "system", "content": [{"type": "text", "text": "Be brief."}]}],
+        [{"role": "developer", "content": [{"type": "text", "text": "Be brief."}]}],
+        [{"role": "tool", "tool_call_id": "c1", "content": [{"type": "text", "text": "42"}]}],
+        [{"role": "assistant", "content": [{"type": "refusal", "refusal": "No."}]}],
+    ],
+)
+def test_text_parts_where_allama_takes_a_str_point_to_from_openai(messages: Any) -> None:
+    """Valid OpenAI messages, which got pydantic's bare "Input should be a valid string"."""
+    with pytest.raises(ValueError) as raised:
+        ChatRequest("m", messages=messages)
+    assert str(raised.value) == (
+        "ChatRequest: messages[0] is in OpenAI's Chat Completions form, which "
+        "`messages=` does not read: use ChatRequest.from_openai(model, messages), or build "
+        "the request with .system(), .user() and .assistant()"
+    )
+    assert len(ChatRequest.from_openai("m", messages).messages) == 1
+
+
+class _Function(BaseModel):
+    name: str
+    arguments: str
+
+
+class _ToolCall(BaseModel):
+    id: str
+    type: str = "function"
+    function: _Function
+
+
+class ChatCompletionMessage(BaseModel):
+    """The OpenAI SDK's message of a response, as its fields are (the SDK is not installed
+    here): a pydantic model whose unset fields are `None`."""
+
+    role: str
+    content: str | None = None
+    refusal: str | None = None
+    tool_calls: list[_ToolCall] | None = None
+
+
+def test_the_openai_sdks_message_objects_are_read_by_from_openai() -> None:
+    answer = ChatCompletionMessage(
+        role="assistant",
+        tool_calls=[_ToolCall(id="c1", function=_Function(name="f", arguments="{}"))],
+    )
+    conversation: list[Any] = [{"role": "user", "content": "q"}, answer]
+    request = ChatRequest.from_openai("m", conversation)
+    expected = ChatRequest.from_openai("m", [conversation[0], answer.model_dump(exclude_none=True)])
+    assert request == expected
+    assert request.messages[1].content == (ToolCall(id="c1", name="f", arguments="{}"),)
+    with pytest.raises(ValueError) as raised:
+        ChatRequest("m", messages=[*ChatRequest("m").user("q").messages, answer])  # type: ignore[list-item]
+    assert str(raised.value) == (
+        "ChatRequest: messages[1] is a ChatCompletionMessage, not one of allama's messages: "
+        "for the OpenAI SDK's, use ChatRequest.from_openai(model, messages)"
+    )
+    # allama's own messages are no dicts of OpenAI's form, and are refused as before.
+    with pytest.raises(TypeError) as wrong:
+        ChatRequest.from_openai("m", ChatRequest("m").user("q").messages)  # type: ignore[arg-type]
+    assert str(wrong.value) == "messages[0]: expected a message dict with a `role`, got UserMessage"
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"type": "message", "role": "user", "content": "q"},
+        {"role": "user", "content": [{"type": "input_text", "text": "q"}]},
+        {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+    ],
+)
+def test_the_responses_apis_form_is_named_as_such(message: dict[str, Any]) -> None:
+    with pytest.raises(ValueError) as raised:
+        ChatRequest("m", messages=[message])  # type: ignore[list-item]
+    assert str(raised.value) == (
+        "ChatRequest: messages[0] is in OpenAI's Responses form, which neither `messages=` "
+        "nor ChatRequest.from_openai (Chat Completions messages) reads: build the request "
+        "with .system(), .user() and .assistant()"
+    )
+
+
 # 4. A flag or a text for a number
 
 
@@ -248,6 +388,49 @@ def test_the_with_methods_refuse_them_too_and_numbers_are_kept() -> None:
     assert ChatRequest.from_json(request.to_json()) == request
     with pytest.raises(ValidationError, match="`temperature` must be a number or None, not bool"):
         ChatRequest.from_json('{"model": "m", "temperature": true}')
+
+
+@pytest.mark.parametrize("setting", ["temperature", "top_p", "max_output_tokens", "seed"])
+def test_bytes_and_numpys_bool_for_a_number_are_refused(setting: str) -> None:
+    """Pydantic parses bytes as it parses text (`b"0.5"` was 0.5) and reads numpy's bool as
+    1: neither is a number given."""
+    np = pytest.importorskip("numpy")
+    expected = "a whole number" if setting in ("max_output_tokens", "seed") else "a number"
+    for value, said in [
+        (b"1", "bytes; write the number itself, not its text"),
+        (np.bool_(True), "numpy.bool"),
+    ]:
+        with pytest.raises(ValueError) as raised:
+            ChatRequest("m", **{setting: value})
+        assert (
+            str(raised.value) == f"ChatRequest: `{setting}` must be {expected} or None, not {said}"
+        )
+        with pytest.raises(ValueError) as raised:
+            ChatRequest("m")._with(**{setting: value})
+        assert (
+            str(raised.value) == f"ChatRequest: `{setting}` must be {expected} or None, not {said}"
+        )
+    # numpy's numbers are numbers.
+    assert getattr(ChatRequest("m", **{setting: np.int64(1)}), setting) == 1
+
+
+def test_with_logprobs_takes_what_the_constructor_takes() -> None:
+    np = pytest.importorskip("numpy")
+    for top in (np.int64(5), 5.0, Decimal(5), 5):
+        assert ChatRequest("m").with_logprobs(top).logprobs == 5  # type: ignore[arg-type]
+        assert ChatRequest("m", logprobs=top).logprobs == 5  # type: ignore[arg-type]
+    for refused in (np.bool_(True), True):
+        with pytest.raises(ValueError) as raised:
+            ChatRequest("m").with_logprobs(refused)
+        name = "bool" if refused is True else "numpy.bool"
+        assert str(raised.value) == (
+            f"ChatRequest: `logprobs` must be a whole number or None, not {name}"
+        )
+    with pytest.raises(ValueError) as too_many:
+        ChatRequest("m").with_logprobs(21)
+    assert str(too_many.value) == "invalid `logprobs`: Input should be less than or equal to 20"
+    assert ChatRequest("m").with_logprobs(None).logprobs is None
+    assert ChatRequest("m").with_logprobs().logprobs == 0
 
 
 # 5. An instance for the type to extract

@@ -202,6 +202,27 @@ def test_wrappers_mocks_and_the_local_server_refuse_it_alike(
         ),
         (
             "gemini",
+            "http://h/v1beta/models/gemini-2.0-flash",
+            "the base URL ends in /models/gemini-2.0-flash, part of an API call's path, which "
+            "each call to gemini adds after the base URL itself: give the URL before it "
+            "(http://h/v1beta), and the model as the request's model",
+        ),
+        (
+            "gemini",
+            "http://h/v1beta/models/gemini-2.0-flash:countTokens",
+            "the base URL ends in /models/gemini-2.0-flash:countTokens, part of an API call's "
+            "path, which each call to gemini adds after the base URL itself: give the URL "
+            "before it (http://h/v1beta), and the model as the request's model",
+        ),
+        (
+            "gemini",
+            "http://h/v1beta/tunedModels/my-model-abc",
+            "the base URL ends in /tunedModels/my-model-abc, part of an API call's path, which "
+            "each call to gemini adds after the base URL itself: give the URL before it "
+            "(http://h/v1beta), and the model as the request's model",
+        ),
+        (
+            "gemini",
             "http://h/v1beta/models",
             "the base URL ends in /models, part of an API call's path, which each call to "
             "gemini adds after the base URL itself: give the URL before it (http://h/v1beta)",
@@ -319,6 +340,31 @@ def test_a_bodiless_404_of_another_dialect_says_check_the_base_url() -> None:
     )
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_bodiless_404_of_an_api_chosen_with_api_says_the_server_may_not_serve_it(
+    stream: bool,
+) -> None:
+    """The base URL is right (Chat Completions is served there): the server lacks the
+    Responses API, which "check the base URL" alone sent the caller away from."""
+    sent: list[str] = []
+    provider = allama.provider(
+        "openai-compatible",
+        base_url="http://h/v1",
+        api="responses",
+        transport=_answering(404, {"detail": "Not Found"}, sent),
+    )
+    with pytest.raises(NotFoundError) as raised:
+        if stream:
+            provider.chat_stream(REQUEST)
+        else:
+            provider.chat(REQUEST)
+    assert raised.value.message == (
+        "Not Found (POST /v1/responses: check the base URL; or the server does not serve "
+        "api='responses')"
+    )
+    assert sent == ["http://h/v1/responses"]
+
+
 def test_a_404_in_the_providers_own_words_is_kept_as_they_are() -> None:
     body = {
         "error": {
@@ -365,6 +411,32 @@ def test_a_short_dummy_key_leaves_the_providers_words_whole() -> None:
     with pytest.raises(ContextWindowExceededError) as too_long_raised:
         provider.chat(ChatRequest("claude-sonnet-4-5").user("Hi"))
     assert too_long_raised.value.message == "prompt is too long: 250000 tokens > 200000 maximum"
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"headers": {"Authorization": "Bearer test"}},
+        {"headers": {"api-key": "test"}},
+        {"api_key": "test"},
+        {"access_token": "test"},
+    ],
+)
+def test_a_short_dummy_credential_header_leaves_the_providers_words_whole(
+    options: dict[str, Any],
+) -> None:
+    """A header a key goes in (`Authorization`, `api-key`) was looked for however short:
+    `test` cut "llama3:latest" into "llama3:la<redacted>"."""
+    body = {"error": {"message": "model 'llama3:latest' not found, try pulling it first"}}
+    provider = allama.provider(
+        "openai-compatible",
+        base_url="http://h:11434/v1",
+        transport=_answering(400, body, []),
+        **options,
+    )
+    with pytest.raises(allama.InvalidRequestError) as raised:
+        provider.chat(ChatRequest("llama3:latest").user("Hi"))
+    assert raised.value.message == "model 'llama3:latest' not found, try pulling it first"
 
 
 def test_a_real_key_echoed_is_redacted_wherever_it_stands() -> None:

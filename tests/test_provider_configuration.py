@@ -967,6 +967,59 @@ def test_an_async_access_token_function_is_awaited_for_async_calls() -> None:
     assert len(seen) == 1
 
 
+def test_a_sync_function_returning_an_awaitable_is_awaited_for_async_calls() -> None:
+    # `access_token=lambda: refresh()`, `refresh` async: its coroutine was refused in the
+    # very async call that could await it ("it serves async calls alone (achat, ...)").
+    seen: list[httpx2.Request] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        seen.append(request)
+        return httpx2.Response(200, json=_body(str(request.url)))
+
+    async def refresh() -> str:
+        return "async-entra-token"
+
+    target = allama.provider(
+        "azure-openai",
+        endpoint=RESOURCE,
+        access_token=lambda: refresh(),
+        transport=_both_ways(handler),
+    )
+    request = ChatRequest("d").user("Hi")
+
+    async def calls() -> None:
+        await target.achat(request)
+        async with await target.achat_stream(request) as astream:
+            await astream.response()
+
+    asyncio.run(calls())
+    assert [_credentials(sent) for sent in seen] == [
+        {"authorization": "Bearer async-entra-token"}
+    ] * 2
+    # A sync call cannot await it: refused, the coroutine closed (no "never awaited").
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(TypeError) as refused:
+            target.chat(request)
+    assert str(refused.value) == (
+        "access_token='s function is async: it serves async calls alone (achat, "
+        "achat_stream); give a sync function for sync calls"
+    )
+    assert len(seen) == 2
+
+
+def test_an_awaitable_token_that_fails_is_an_authentication_error_naming_its_type() -> None:
+    async def refresh() -> str:
+        raise RuntimeError("secret-client-credential-0001 was refused")
+
+    target = allama.provider("azure-openai", endpoint=RESOURCE, access_token=lambda: refresh())
+    with pytest.raises(allama.errors.AuthenticationError) as caught:
+        asyncio.run(target.achat(ChatRequest("d").user("Hi")))
+    assert str(caught.value) == (
+        "azure-openai's access_token= function failed (RuntimeError); nothing was sent"
+    )
+
+
 def test_a_short_token_from_a_function_leaves_the_providers_words_whole() -> None:
     def handler(request: httpx2.Request) -> httpx2.Response:
         body = {"error": {"code": "400", "message": "max_tokens is too large"}}

@@ -310,8 +310,12 @@ def test_settings_are_checked_as_the_constructor_checks_them() -> None:
         request.with_temperature("0.5")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"^ChatRequest: `top_p` must be a number or None"):
         ChatRequest("m", top_p="0.9")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="invalid `max_output_tokens`: Input should be"):
+    # Anything but a number (a list here) is refused naming what the setting takes.
+    with pytest.raises(ValueError) as not_a_number:
         request.with_max_output_tokens([1])  # type: ignore[arg-type]
+    assert str(not_a_number.value) == (
+        "ChatRequest: `max_output_tokens` must be a whole number or None, not list"
+    )
     with pytest.raises(ValueError, match="invalid `stop`"):
         request.with_stop(1)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="invalid `tool_choice`"):

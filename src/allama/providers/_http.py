@@ -137,11 +137,12 @@ def redacted(text: str | None, secrets: Sequence[str]) -> str | None:
 
 
 _SHORTEST_REDACTED = 6
-"""An API key, a base URL's password (or the value of a header taken for a credential by a
-word of its name alone) shorter than this is not looked for in what a provider echoes: it
-cannot be told from ordinary words (`e` is in every message; a dummy key for a local server,
-`test` or `k`, would cut `llama3:latest` and `tokens` apart), and the Basic header a password
-makes, which a provider would echo, is redacted whole. A real key is far longer."""
+"""An API key, a base URL's password or a credential header's value (`Authorization`,
+`api-key`, or one taken for a credential by a word of its name alone) shorter than this is
+not looked for in what a provider echoes: it cannot be told from ordinary words (`e` is in
+every message; a dummy key for a local server, `test` or `k`, would cut `llama3:latest` and
+`tokens` apart), and the Basic header a password makes, which a provider would echo, is
+redacted whole. A real key is far longer."""
 _CAPABILITY_ANSWERS = 4096
 """How many (model, capability) answers a provider keeps before starting over."""
 
@@ -213,13 +214,14 @@ _OPERATIONS = {
     "openai_compat": _OPENAI_OPERATIONS,
     "openai_responses": _OPENAI_OPERATIONS,
     "anthropic": re.compile(r"(?i)/messages$"),
-    "gemini": re.compile(r"(?i)/(?:tuned)?models(?:/[^/]*:(?:stream)?generatecontent)?$"),
+    # A model's own path, with an operation (`:generateContent`, `:countTokens`) or not.
+    "gemini": re.compile(r"(?i)/(?:tuned)?models(?P<model>/[^/]+)?$"),
 }
 """The end of a base URL's path (in any case) that is an operation's path a call adds to the
 base URL, by dialect: a URL pasted whole from the API's reference (`.../v1/chat/completions`,
-`.../v1/messages`, `.../models/<model>:generateContent`) would be sent with it twice, and
-answered `404 Not Found`. Ollama's cuts its own (`Preset.cut_suffixes`), Azure's refuses
-its portal's (`Preset.refused_paths`)."""
+`.../v1/messages`, `.../models/<model>:generateContent`, `.../models/<model>`) would be sent
+with it twice, and answered `404 Not Found`. Ollama's cuts its own (`Preset.cut_suffixes`),
+Azure's refuses its portal's (`Preset.refused_paths`)."""
 
 
 def _url_path(url: str) -> str:
@@ -704,12 +706,7 @@ class HttpProvider:
         given = self._access_token
         if not callable(given):
             return given or ""
-        try:
-            token = given()
-        except Error:
-            raise
-        except Exception as failure:
-            raise self._token_failed(failure) from failure
+        token = self._token_called()
         if inspect.isawaitable(token):
             if inspect.iscoroutine(token):
                 token.close()  # (never awaited: said here, not as a RuntimeWarning)
@@ -718,6 +715,16 @@ class HttpProvider:
                 "achat_stream); give a sync function for sync calls"
             )
         return self._checked_token(token)
+
+    def _token_called(self) -> object:
+        """What `access_token=`'s function returns, its failure said as `_token_failed`."""
+        given = cast("Callable[[], object]", self._access_token)
+        try:
+            return given()
+        except Error:
+            raise
+        except Exception as failure:
+            raise self._token_failed(failure) from failure
 
     def _token_failed(self, failure: Exception) -> Error:
         # Its words may hold a credential: named by its type alone.
@@ -741,23 +748,24 @@ class HttpProvider:
     async def _atoken(self) -> str | None:
         """`_token` for an async call: a function's token asked in a worker thread (a token
         provider may go to the network to refresh it), or awaited where the function is
-        async (`azure.identity.aio.get_bearer_token_provider`'s); `None` where there is
-        none."""
+        async (`azure.identity.aio.get_bearer_token_provider`'s) or returns an awaitable
+        (`lambda: refresh()`, `refresh` async); `None` where there is none."""
         given = self._access_token
         if not callable(given):
             return None
-        if not inspect.iscoroutinefunction(given) and not inspect.iscoroutinefunction(
-            type(given).__call__
-        ):
+        if inspect.iscoroutinefunction(given) or inspect.iscoroutinefunction(type(given).__call__):
+            token = self._token_called()
+        else:
             import asyncio  # here: a sync program never loads it
 
-            return await asyncio.to_thread(self._token)
-        try:
-            token = await cast("Awaitable[str]", given())
-        except Error:
-            raise
-        except Exception as failure:
-            raise self._token_failed(failure) from failure
+            token = await asyncio.to_thread(self._token_called)
+        if inspect.isawaitable(token):
+            try:
+                token = await token
+            except Error:
+                raise
+            except Exception as failure:
+                raise self._token_failed(failure) from failure
         return self._checked_token(token)
 
     def missing_key(self) -> str | None:
@@ -827,14 +835,14 @@ class HttpProvider:
                 continue
             scheme, _, credential = value.partition(" ")
             credential = credential if scheme.lower() in ("bearer", "basic") else ""
-            # A header named only by a word of its name (`x-session-id`, `Idempotency-Key`)
-            # may hold a short value, which cannot be told from ordinary words.
-            fixed = name.lower() in SECRET_HEADERS
-            shown = {
-                text
-                for text in (value, credential)
-                if text and (fixed or len(text) >= _SHORTEST_REDACTED)
-            }
+            # A short value (a dummy `Bearer test` for a local server, or a header named only
+            # by a word of its name, `x-session-id: 42`) cannot be told from ordinary words,
+            # as a short `api_key=` cannot: `test` would cut `llama3:latest` apart.
+            shown = {text for text in (value, credential) if len(text) >= _SHORTEST_REDACTED}
+            if scheme.lower() == "basic" and credential:
+                # A user and password in base64, no word of a message however short (`u:e`
+                # is `dTpl`).
+                shown.add(credential)
             # The Basic header made of the base URL's user is looked for as sent: its
             # password, as a URL writes it, is looked for above.
             url_auth = self._url_auth and name == "Authorization"
@@ -909,7 +917,8 @@ class HttpProvider:
         nothing at the path, not the API's word on a model) with the path it was sent to
         (not the query, which may hold a key) and what to check: the base URL, which an
         OpenAI-compatible server's usually ends with `/v1` (not added, as some serve at
-        their root)."""
+        their root), or, for an API chosen with `api=` (`responses`), whether the server
+        serves it at all (many that serve Chat Completions do not)."""
         if url is None or not isinstance(error, NotFoundError):
             return error
         if error.context.status != 404 or not names_nothing_found(error.message or ""):
@@ -919,6 +928,8 @@ class HttpProvider:
         base = _url_path(self._base_url or "").rpartition("/")[2]
         if self._preset.dialect in _OPENAI_DIALECTS and not _VERSION_SEGMENT.fullmatch(base):
             advice += "; an OpenAI-compatible server's usually ends in /v1"
+        if self._preset.api in self._preset.apis:  # one chosen with `api=`, not the preset's
+            advice += f"; or the server does not serve api={self._preset.api!r}"
         message = f"{error.message or 'Not Found'} (POST {path}: {advice})"
         error.message = message
         error.args = (message,)
@@ -1396,7 +1407,7 @@ def _refuse_operation(preset: Preset, url: str, source: str | None) -> None:
         return
     ending = path[found.start() :]
     before = _without_credentials(url[: len(url) - len(ending)])
-    model = ", and the model as the request's model" if ":" in ending else ""
+    model = ", and the model as the request's model" if found.groupdict().get("model") else ""
     raise ValueError(
         f"the base URL{'' if source is None else f' ({source})'} ends in {ending}, part of an "
         "API call's path, which each call to "

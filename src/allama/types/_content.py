@@ -62,11 +62,43 @@ def _not_bytes(data: Any, kind: str, part: str, example: str, text: str) -> None
         )
 
 
+_COMPRESSED = {
+    "application/gzip": "gzip",
+    "application/x-gzip": "gzip",
+    "application/x-bzip2": "bzip2",
+    "application/x-xz": "xz",
+    "application/zstd": "zstd",
+}
+"""Compressed files by the media type a name gives them where `mimetypes` reads no encoding
+(`.zst`, or `.GZ`, whose encoding it reads in lower case alone)."""
+
+
+def _is_text(media_type: str) -> bool:
+    """Whether a file of `media_type` is text a model reads as it is (Markdown, CSV, HTML,
+    JSON, XML, code)."""
+    if media_type.startswith("text/"):
+        return True
+    kind = media_type.partition("/")[2]
+    return media_type.startswith("application/") and (
+        kind in ("json", "xml") or kind.endswith(("+json", "+xml"))
+    )
+
+
 def _media_type(path: Path, given: str | None, part: str, image: bool) -> str:
-    """`given`, or the media type the file's name implies (an image's for an `image`)."""
+    """`given`, or the media type the file's name implies (an image's for an `image`).
+
+    A compressed file (`.pdf.gz`) is refused: its name says the type of what it holds,
+    which would go as the type of the compressed bytes. A text file a document is read from
+    is `text/plain` (`DocumentPart.from_file`)."""
     if given is not None:
         return given
-    guessed = mimetypes.guess_type(path.name)[0]
+    guessed, encoding = mimetypes.guess_type(path.name)
+    encoding = encoding or _COMPRESSED.get(guessed or "")
+    if encoding is not None:
+        raise ValueError(
+            f"{part}.from_file: {path.name!r} is compressed ({encoding}), which no provider "
+            "reads: decompress it first"
+        )
     if guessed is None:
         raise ValueError(
             f"{part}.from_file: the file's name does not tell its media type; give it, "
@@ -78,7 +110,7 @@ def _media_type(path: Path, given: str | None, part: str, image: bool) -> str:
             f"{part}.from_file: the file's name says {guessed}, which is not {kind}; "
             f"use {other}.from_file, or give the media type"
         )
-    return guessed
+    return "text/plain" if not image and _is_text(guessed) else guessed
 
 
 def _as_given(fields: Mapping[str, object], kind: str, part: tuple[str, str], text: str) -> Any:
@@ -131,7 +163,7 @@ class ImagePart(Data):
     @classmethod
     def from_file(cls, path: str | os.PathLike[str], media_type: str | None = None) -> ImagePart:
         """An image read from a file, its media type told by the file's name (`.png`:
-        `image/png`) unless given."""
+        `image/png`) unless given. A compressed file (`.png.gz`) is refused."""
         file = Path(path)
         kind = _media_type(file, media_type, "ImagePart", image=True)
         return cls(data=file.read_bytes(), media_type=kind)
@@ -192,7 +224,13 @@ class DocumentPart(Data):
     ) -> DocumentPart:
         """A document read from a file, its media type told by the file's name (`.pdf`:
         `application/pdf`, `.txt`: `text/plain`) unless given. The file's name is not sent:
-        `title` names the document to the model."""
+        `title` names the document to the model.
+
+        A text file of another kind (`.md`, `.csv`, `.html`, `.json`, `.xml`, code) is read
+        as `text/plain`, its text as it is: the providers take PDF and plain-text documents
+        (Anthropic, OpenAI and Ollama refuse `text/markdown`), and Gemini reads any document
+        but a PDF as plain text. Give `media_type` to send another. A compressed file
+        (`.pdf.gz`) is refused."""
         file = Path(path)
         kind = _media_type(file, media_type, "DocumentPart", image=False)
         return cls(data=file.read_bytes(), media_type=kind, title=title)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Iterable, Mapping, Sequence
+from decimal import Decimal
 from functools import cache
 from typing import Annotated, Any, Literal, NoReturn, TypedDict, TypeVar, Unpack
 
@@ -112,14 +114,20 @@ class ChatRequest(Data):
 
     @classmethod
     def from_openai(
-        cls, model: str, messages: Iterable[Mapping[str, Any]], **settings: Unpack[_Settings]
+        cls,
+        model: str,
+        messages: Iterable[Mapping[str, Any] | BaseModel],
+        **settings: Unpack[_Settings],
     ) -> ChatRequest:
         """A request from a conversation held in OpenAI's Chat Completions form.
 
         Reads the `system`, `developer`, `user` (text and `image_url` parts, data URLs
         decoded to bytes), `assistant` (content, `refusal`, `tool_calls`, the deprecated
         `function_call`), `tool` and deprecated `function` roles; keys allama has no use
-        for, such as `name`, are left out. `settings` are `ChatRequest`'s own fields.
+        for, such as `name`, are left out. A message may be the OpenAI SDK's object (a
+        `ChatCompletionMessage` a response gave): a pydantic model, read as its
+        `model_dump(exclude_none=True)`, the dict it stands for. `settings` are
+        `ChatRequest`'s own fields.
         A malformed message raises `TypeError` or `ValueError` naming its place
         (`messages[3].tool_calls[0].function.arguments`).
 
@@ -142,7 +150,7 @@ class ChatRequest(Data):
             )
         if not isinstance(model, str) or not model.strip():
             _bad_model(model, argument=True)
-        return cls(model, messages=messages_from_openai(messages), **settings)
+        return cls(model, messages=messages_from_openai(_as_dicts(messages)), **settings)
 
     def to_openai_messages(self) -> list[dict[str, Any]]:
         """The conversation as OpenAI Chat Completions message dicts.
@@ -311,11 +319,8 @@ class ChatRequest(Data):
 
     def with_logprobs(self, top: int | None = 0) -> ChatRequest:
         """Ask for the output tokens' log-probabilities and `top` alternatives at each
-        position (0 to 20); `None` asks for none. Read them in `ChatResponse.logprobs`."""
-        if top is not None and (isinstance(top, bool) or not isinstance(top, int)):
-            _wrong("with_logprobs()", "`top`", "an int from 0 to 20, or None", top)
-        if top is not None and not 0 <= top <= 20:
-            raise ValueError(f"with_logprobs(): `top` must be from 0 to 20, not {top}")
+        position (0 to 20); `None` asks for none. Read them in `ChatResponse.logprobs`.
+        Checked as the constructor's `logprobs=` is (`5.0` is 5)."""
         return self._with(logprobs=top)
 
     def with_unsupported_policy(self, policy: _Policy) -> ChatRequest:
@@ -439,15 +444,30 @@ a flag or a text given for a number is a mistake, refused as `Extractor` refuses
 
 
 def _check_number(name: str, value: Any) -> None:
-    """Refuse a bool or a str for the numeric setting `name` (a `ValueError`, as pydantic's
-    own checks of the constructor's keywords are, since pydantic runs `__init__` when it
-    validates a dict or JSON too, and lets a `TypeError` through there)."""
-    if isinstance(value, bool | str):
-        hint = "; write the number itself, not its text" if isinstance(value, str) else ""
+    """Refuse anything but a number for the numeric setting `name` (a `ValueError`, as
+    pydantic's own checks of the constructor's keywords are, since pydantic runs `__init__`
+    when it validates a dict or JSON too, and lets a `TypeError` through there).
+
+    A number is a `numbers.Real` (numpy's, a `Fraction`) or a `Decimal`, and no bool, which
+    pydantic reads as 1: numpy's bool is no `numbers.Real`, as `RetryPolicy` reads it. Text,
+    bytes as well, is refused, which pydantic would parse."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, numbers.Real | Decimal):
+        text = isinstance(value, str | bytes | bytearray)
+        hint = "; write the number itself, not its text" if text else ""
         raise ValueError(
-            f"ChatRequest: `{name}` must be {_NUMBERS[name]} or None, "
-            f"not {type(value).__name__}{hint}"
+            f"ChatRequest: `{name}` must be {_NUMBERS[name]} or None, not {_type_name(value)}{hint}"
         )
+
+
+def _type_name(value: Any) -> str:
+    """`value`'s type by its name, with its module where it is not a builtin (numpy's
+    `numpy.bool`, not a `bool`)."""
+    kind = type(value)
+    if kind.__module__ == "builtins":
+        return kind.__name__
+    return f"{kind.__module__.partition('.')[0]}.{kind.__name__}"
 
 
 _OPENAI_ONLY = frozenset({"tool_calls", "function_call", "name", "refusal"})
@@ -456,20 +476,39 @@ _OPENAI_ONLY = frozenset({"tool_calls", "function_call", "name", "refusal"})
 
 def _check_not_openai(messages: Any) -> None:
     """Refuse messages in OpenAI's Chat Completions form, which `messages=` does not read
-    (its user and assistant turns are tuples of parts), pointing to `from_openai`.
+    (its user and assistant turns are tuples of parts), pointing to `from_openai`; the
+    OpenAI SDK's message objects (read by `from_openai` too), and the Responses API's
+    form, which neither reads.
 
-    allama's JSON form of a system, developer or tool message is OpenAI's too, and is taken.
+    allama's JSON form of a system, developer or tool message is OpenAI's too, and is taken:
+    its content is a str, where OpenAI's may be a list of text parts.
     """
     if not isinstance(messages, list | tuple):  # an iterator is not read twice
         return
     for index, message in enumerate(messages):
+        if isinstance(message, BaseModel) and not isinstance(message, _MESSAGE_TYPES):
+            if hasattr(message, "role"):
+                raise ValueError(
+                    f"ChatRequest: messages[{index}] is a {type(message).__name__}, not one of "
+                    "allama's messages: for the OpenAI SDK's, use "
+                    "ChatRequest.from_openai(model, messages)"
+                )
+            continue
         if not isinstance(message, Mapping):
             continue
         role, content = message.get("role"), message.get("content")
+        parts = content if isinstance(content, list | tuple) else ()
+        if message.get("type") in _RESPONSES_ITEMS or any(map(_responses_part, parts)):
+            raise ValueError(
+                f"ChatRequest: messages[{index}] is in OpenAI's Responses form, which neither "
+                "`messages=` nor ChatRequest.from_openai (Chat Completions messages) reads: "
+                "build the request with .system(), .user() and .assistant()"
+            )
         chat_only = (
             role == "function"
             or (role in ("user", "assistant") and (content is None or isinstance(content, str)))
-            or (isinstance(content, list | tuple) and any(map(_openai_part, content)))
+            or (role in ("system", "developer", "tool") and any(map(_text_part, parts)))
+            or any(map(_openai_part, parts))
             or not _OPENAI_ONLY.isdisjoint(message)
         )
         if chat_only:
@@ -480,9 +519,44 @@ def _check_not_openai(messages: Any) -> None:
             )
 
 
+_RESPONSES_ITEMS = frozenset({"message", "function_call", "function_call_output", "reasoning"})
+"""The `type` of the Responses API's input items that carry a conversation (allama's
+messages have no `type`)."""
+
+
 def _openai_part(part: Any) -> bool:
-    """Whether `part` is a content part only OpenAI's form has (allama's is `image`)."""
-    return isinstance(part, Mapping) and part.get("type") in ("image_url", "file", "input_audio")
+    """Whether `part` is a content part only OpenAI's form has (allama's is `image`, and its
+    refusal's words are its `text`)."""
+    if not isinstance(part, Mapping):
+        return False
+    kind = part.get("type")
+    return kind in ("image_url", "file", "input_audio") or (kind == "refusal" and "refusal" in part)
+
+
+def _text_part(part: Any) -> bool:
+    """Whether `part` is a text part, which OpenAI's system, developer and tool messages
+    may hold (allama's hold a str)."""
+    return isinstance(part, Mapping) and part.get("type") == "text"
+
+
+def _responses_part(part: Any) -> bool:
+    """Whether `part` is a content part of the Responses API's form."""
+    kinds = ("input_text", "input_image", "input_file", "output_text")
+    return isinstance(part, Mapping) and part.get("type") in kinds
+
+
+def _as_dicts(messages: Any) -> Any:
+    """`messages` with each pydantic model but allama's own (the OpenAI SDK's message
+    objects) as the dict it stands for, its unset (`None`) fields left out as the SDK
+    leaves them out of a request. Anything else is left to `messages_from_openai` to judge."""
+    if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Iterable):
+        return messages
+    return [
+        message.model_dump(exclude_none=True)
+        if isinstance(message, BaseModel) and not isinstance(message, Data)
+        else message
+        for message in messages
+    ]
 
 
 def _check_namespace(call: str, namespace: Any) -> None:
