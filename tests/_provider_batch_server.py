@@ -800,6 +800,7 @@ _ROUTES: list[Route] = [
         ("POST", r"/v1/messages", "live_anthropic"),
         ("POST", r"/v1beta/models/([^/:]+):generateContent", "live_gemini"),
         ("POST", r"/v1/files", "openai_upload"),
+        ("GET", r"/v1/files", "openai_files"),
         ("GET", r"/v1/files/([^/]+)", "openai_file"),
         ("GET", r"/v1/files/([^/]+)/content", "openai_file_content"),
         ("DELETE", r"/v1/files/([^/]+)", "openai_file_delete"),
@@ -817,6 +818,7 @@ _ROUTES: list[Route] = [
         ("GET", r"/v1beta/batches/([^/:]+)", "gemini_get"),
         ("POST", r"/v1beta/batches/([^/:]+):cancel", "gemini_cancel"),
         ("POST", r"/upload/v1beta/files", "gemini_upload"),
+        ("GET", r"/v1beta/files", "gemini_files"),
         ("GET", r"/v1beta/files/([^/:]+)", "gemini_file"),
         ("DELETE", r"/v1beta/files/([^/:]+)", "gemini_file_delete"),
         ("GET", r"/download/v1beta/files/([^/:]+):download", "gemini_download"),
@@ -979,6 +981,26 @@ class _Handler(ReplyHandler):
         if stored is None or not file_id.startswith("file-"):
             raise self._fail(404, f"No such File object: {file_id}")
         return stored
+
+    def openai_files(self, data: bytes) -> None:
+        """The files, newest first (`order=asc`: oldest first), of one `purpose` if asked;
+        paged by `limit` (default 10,000) and `after` (a file's id)."""
+        with self.server.lock:
+            stored = [
+                each
+                for each in self.server.files.values()
+                if each.id.startswith("file-") and self.query.get("purpose") in (None, each.purpose)
+            ]
+            stored.sort(key=lambda each: each.created, reverse=self.query.get("order") != "asc")
+            after = self.query.get("after")
+            if after is not None:
+                ids = [each.id for each in stored]
+                stored = stored[ids.index(after) + 1 :] if after in ids else []
+            page, more, _ = self._page(stored, default=10_000)
+            views = [_openai_file(each) for each in page]
+        first, last = (views[0]["id"], views[-1]["id"]) if views else (None, None)
+        payload = {"object": "list", "data": views, "first_id": first, "last_id": last}
+        self.send_json(200, {**payload, "has_more": more})
 
     def openai_file(self, data: bytes, file_id: str) -> None:
         with self.server.lock:
@@ -1321,6 +1343,22 @@ class _Handler(ReplyHandler):
             "state": "ACTIVE",
             "source": "UPLOADED",
         }
+
+    def gemini_files(self, data: bytes) -> None:
+        """The files in the order they were stored (the API promises none), paged by
+        `pageSize` (default 10, at most 100) and `pageToken`."""
+        if int(self.query.get("pageSize") or 10) > 100:
+            raise self._fail(400, "pageSize must be at most 100.")
+        with self.server.lock:
+            stored = [each for each in self.server.files.values() if each.id.startswith("files/")]
+            token = self.query.get("pageToken") or ""
+            start = int(token.removeprefix("page-")) if token.startswith("page-") else 0
+            page, more, limit = self._page(stored[start:], default=10)
+            views = [self._gemini_file_view(each) for each in page]
+        payload: Json = {"files": views} if views else {}  # an empty list left out
+        if more:
+            payload["nextPageToken"] = f"page-{start + limit}"
+        self.send_json(200, payload)
 
     def _gemini_stored(self, file_id: str) -> StoredFile:
         stored = self.server.files.get(f"files/{file_id}")

@@ -2926,6 +2926,80 @@ def test_status_says_the_passes_provider_batch_jobs_answered_as_the_runs_summary
     assert (report["passes"], report["batch_passes"]) == (4, 3)
 
 
+def test_status_names_a_jobs_input_file_left_at_the_provider(
+    row_type: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import _provider_batch_server
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    served = ProviderBatchServer().start()
+    handler = _provider_batch_server._Handler
+    delete = handler.openai_file_delete
+
+    def refusing(self: Any, data: bytes, file_id: str) -> Any:
+        if any(file_id == job.input_file_id for job in served.jobs):
+            raise self._fail(500, "The server had an error deleting the file.")
+        return delete(self, data, file_id)
+
+    monkeypatch.setattr(handler, "openai_file_delete", refusing)
+    docs = folder(tmp_path, [1, 2])
+    out = tmp_path / "out.jsonl"
+    command = ["batch", "run", str(docs), "--type", row_type, "--provider", "openai"]
+    command += ["--base-url", served.openai_base, "--model", "gpt-4o-mini", "--out", str(out)]
+    try:
+        with pytest.warns(RuntimeWarning, match="could not be deleted"):
+            assert main([*command, "--provider-batch", "--poll-interval", "0.01"]) == 0
+    finally:
+        served.stop()
+    (job,) = served.jobs
+    # Its results' files deleted, its input file not (the provider refused): named, as no
+    # run deletes it now.
+    assert sorted(served.files) == [job.input_file_id]
+    capsys.readouterr()
+    ledger = f"{out}.ledger.sqlite"
+    assert main(["batch", "status", ledger, "--no-poll"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].split(", 2 requests, ")[1] == (
+        f"{job.id}: collected (total 2, completed 2, failed 0), completed; input file "
+        f"{job.input_file_id} left at the provider: it holds the requests' text; delete it there"
+    )
+    assert main(["batch", "status", ledger, "--no-poll", "--json"]) == 0
+    (shown,) = json.loads(capsys.readouterr().out)["jobs"]
+    assert (shown["job_id"], shown["input_file"]) == (job.id, job.input_file_id)
+
+
+def test_status_names_the_input_file_of_a_job_still_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # One being made (a run cut off there: the next run deletes it if none was made), one
+    # made: deleted once its rows are kept; one whose file was never uploaded names none.
+    ledger = tmp_path / "jobs.sqlite"
+    book = Ledger(ledger, settings={"provider": "openai", "model": "gpt-4o-mini", "type": "Doc"})
+    for tag, name, job_id in [
+        ("allama-a", "file-a", None),
+        ("allama-b", "file-b", "batch_b"),
+        ("allama-c", None, "batch_c"),
+    ]:
+        book.record_job(
+            tag, provider="openai", base_url=None, api="chat", model="gpt-4o-mini", items=[]
+        )
+        if name is not None:
+            book.job_file(tag, name)
+        if job_id is not None:
+            book.job_submitted(tag, job_id)
+    book.end(None)
+    book.close()
+    assert main(["batch", "status", str(ledger), "--no-poll"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(", 0 requests, ")[1] for line in lines[-3:]] == [
+        "allama-a: submitting; input file file-a at the provider",
+        "batch_b: submitted; input file file-b at the provider",
+        "batch_c: submitted",
+    ]
+
+
 def test_ctrl_c_while_the_ledger_is_read_before_the_run_leaves_nothing_behind(
     server: BatchServer,
     row_type: str,

@@ -3976,7 +3976,7 @@ def test_a_killed_submission_in_a_ledger_of_an_earlier_version_is_resumed(
     server: ProviderBatchServer, tmp_path: Path
 ) -> None:
     # A ledger whose `jobs` holds no `input_file` (its version recorded none): read, and
-    # resumed, the column added; the file it never recorded cannot be named.
+    # resumed, the column added; the file it never recorded is found by its name.
     ledger = tmp_path / "killed.sqlite"
     uploaded = _killed_after_the_upload(server, "openai-chat", _docs(2), ledger)
     with sqlite3.connect(ledger) as db:
@@ -3987,13 +3987,15 @@ def test_a_killed_submission_in_a_ledger_of_an_earlier_version_is_resumed(
     run = _batch_run(provider, model, _docs(2), ledger)
     assert [r.value for r in sorted(run, key=lambda r: r.index)] == [Doc(n=0), Doc(n=1)]
     unmade, made = Ledger(ledger, read_only=True).jobs()
-    assert (unmade.state, unmade.error, unmade.input_file) == (
-        "not_submitted",
-        "the provider made no job of it (none was found there)",
-        None,
+    said = (
+        "the provider made no job of it (none was found there); its input file "
+        f"{uploaded.id}, uploaded but never recorded, was found by its name and deleted"
     )
-    assert made.input_file == server.jobs[0].input_file_id
-    assert uploaded.id in server.files and row.tag not in run.summary.jobs
+    assert (unmade.state, unmade.error, unmade.input_file) == ("not_submitted", said, None)
+    assert run.summary.jobs[row.tag] == f"not submitted: {said}"
+    # The new job's input file, recorded, is deleted with its results: recorded no more.
+    assert (made.state, made.input_file) == ("collected", None)
+    assert uploaded.id in server.deleted and server.files == {}
 
 
 # A Gemini job failed on the provider's side that counts requests answered

@@ -22,18 +22,20 @@ from unittest import mock
 import pytest
 
 import allama
-from _provider_batch_server import ProviderBatchServer
-from allama.adapters._http import HttpResponse
+from _provider_batch_server import ProviderBatchServer, StoredFile
+from allama.adapters._http import HttpRequest, HttpResponse
 from allama.adapters._jobs import JobAmbiguity, JobState, JobTarget, RowKind
 from allama.adapters._jobs._openai import OpenAIJobs
 from allama.batch import JobsNotCancelledError, _jobs, cancel_jobs
 from allama.batch._ledger import Ledger, LedgerError
+from allama.transport import Transport
 from test_provider_batch import (
     Doc,
     _anthropic_batch_of_another,
     _batch_run,
     _cut_off,
     _docs,
+    _Intercepting,
     _provider,
     _run,
     _run_until,
@@ -721,3 +723,264 @@ def test_a_job_collected_by_a_later_run_has_its_files_deleted_by_that_run(
     assert [r.value for r in results] == [Doc(n=n) for n in range(3)]
     assert len(server.jobs) == 1 and server.result_downloads[job.id] == 1
     assert server.deleted == _held(job) and server.files == {}
+
+
+# A run killed while its input file was uploaded (the request sent, its answer never back):
+# the file, the documents' text, is known by its name alone; the next run finds and deletes
+# it. A file once deleted is no longer recorded for its job.
+
+
+class _DiesAsItsFileIsUploaded(Transport):
+    """A process that dies while its input file is uploaded: the upload reaches the
+    provider, which keeps the file, and its answer (the file's id) never comes back."""
+
+    def send(self, request: HttpRequest) -> HttpResponse:
+        answer = super().send(request)
+        # OpenAI's one request; Gemini's second, to the upload URL its first answer named.
+        if request.method == "POST" and (
+            request.url.endswith("/v1/files") or "upload_id=" in request.url
+        ):
+            raise RuntimeError("the process died here")
+        return answer
+
+
+class _CountsListings(Transport):
+    """Counts the pages of files asked for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pages = 0
+
+    def send(self, request: HttpRequest) -> HttpResponse:
+        if request.method == "GET" and request.url.endswith("/files"):
+            self.pages += 1
+        return super().send(request)
+
+
+def _older_files(server: ProviderBatchServer, family: str, count: int) -> list[str]:
+    """`count` input files of other jobs, uploaded three days ago."""
+    openai = family.startswith("openai")
+    then = time.time() - 3 * 86400
+    stored = []
+    for n in range(count):
+        tag = f"allama-{n:020}"
+        name = f"file-old{n:014}" if openai else f"files/old{n:07}"
+        stored.append(
+            server.store(
+                StoredFile(name, b"{}\n", f"{tag}.jsonl" if openai else tag, "batch", then)
+            )
+        )
+    return [each.id for each in stored]
+
+
+def _killed_as_its_file_is_uploaded(
+    server: ProviderBatchServer, family: str, ledger: Path
+) -> tuple[str, str]:
+    """The tag of the job a run killed while uploading its file left, and that file."""
+    provider, model = _provider(server, family, _DiesAsItsFileIsUploaded())
+    with pytest.raises(RuntimeError, match="died here"):
+        list(_batch_run(provider, model, _docs(2), ledger))
+    (row,) = Ledger(ledger, read_only=True).jobs()
+    assert (row.state, row.job_id, row.input_file) == ("submitting", None, None)
+    (uploaded,) = [
+        each for each in server.files.values() if not each.id.startswith(("file-old", "files/old"))
+    ]
+    assert uploaded.filename == (f"{row.tag}.jsonl" if family == "openai-chat" else row.tag)
+    return row.tag, uploaded.id
+
+
+@pytest.mark.parametrize("family", ["openai-chat", "gemini"])
+def test_a_file_whose_upload_was_cut_off_is_found_by_its_name_and_deleted_by_the_next_run(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, family: str
+) -> None:
+    _in_files(monkeypatch)
+    # Other jobs' files, older: Gemini lists its files in no order it promises (the fake,
+    # oldest first: the file looked for on the second page), OpenAI newest first.
+    others = _older_files(server, family, 150)
+    ledger = tmp_path / "killed.sqlite"
+    tag, uploaded = _killed_as_its_file_is_uploaded(server, family, ledger)
+    listing = _CountsListings()
+    provider, model = _provider(server, family, listing)
+    run = _batch_run(provider, model, _docs(2), ledger)
+    results = sorted(run, key=lambda r: r.index)
+    assert [(r.value, r.attempts) for r in results] == [(Doc(n=0), 1), (Doc(n=1), 1)]
+    # Looked for, not found: its file found by its name, and deleted, before its inputs
+    # were sent in a new job; no other file touched. OpenAI's listing stops at the first
+    # page of files older than the submission; Gemini's reads every page.
+    assert server.deleted[0] == uploaded and uploaded not in server.files
+    assert all(name in server.files for name in others)
+    assert listing.pages == (1 if family == "openai-chat" else 2)
+    said = (
+        f"the provider made no job of it (none was found there); its input file {uploaded}, "
+        "uploaded but never recorded, was found by its name and deleted"
+    )
+    unmade, made = Ledger(ledger, read_only=True).jobs()
+    assert (unmade.tag, unmade.state, unmade.error) == (tag, "not_submitted", said)
+    assert run.summary.jobs[tag] == f"not submitted: {said}"
+    assert made.state == "collected" and len(server.jobs) == 1
+
+
+def test_a_listing_of_files_that_fails_is_a_warning_and_the_run_goes_on(
+    server: ProviderBatchServer, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "killed.sqlite"
+    tag, uploaded = _killed_as_its_file_is_uploaded(server, "openai-chat", ledger)
+    refused = HttpResponse(
+        500,
+        {"content-type": "application/json"},
+        json.dumps(
+            {"error": {"message": "The server had an error.", "type": "server_error"}}
+        ).encode(),
+    )
+
+    def lists_files(request: HttpRequest) -> bool:
+        return request.method == "GET" and request.url.endswith("/files")
+
+    provider, model = _provider(server, "openai-chat", _Intercepting(lists_files, refused, 1))
+    with pytest.warns(RuntimeWarning) as warned:
+        run = _batch_run(provider, model, _docs(2), ledger)
+        assert [r.value for r in sorted(run, key=lambda r: r.index)] == [Doc(n=0), Doc(n=1)]
+    words = (
+        f"the provider's files could not be listed to find the input file of job {tag}, "
+        "which was not made, should its upload have been cut off (server (24 chars withheld) "
+        "[provider=openai, status=500]): it would hold the requests' text; look for a file "
+        "named after the job at the provider and delete it"
+    )
+    assert [str(w.message) for w in warned if w.category is RuntimeWarning] == [words]
+    assert uploaded in server.files and len(server.jobs) == 1  # left, and said so
+    said = f"the provider made no job of it (none was found there); {words}"
+    unmade, made = Ledger(ledger, read_only=True).jobs()
+    assert (unmade.state, unmade.error) == ("not_submitted", said)
+    assert run.summary.jobs[tag] == f"not submitted: {said}"
+    assert made.state == "collected"
+
+
+def _pages(steps: Any, pages: list[Any]) -> tuple[list[HttpRequest], Any]:
+    """The requests a dialect's steps send, answered by `pages` in turn, and what they
+    return."""
+    sent: list[HttpRequest] = []
+    try:
+        http = next(steps)
+        for page in pages:
+            sent.append(http)
+            http = steps.send(HttpResponse(200, {}, json.dumps(page).encode()))
+    except StopIteration as done:
+        return sent, done.value
+    raise AssertionError(f"asked for more than {len(pages)} pages")
+
+
+def test_openai_files_named_after_a_job_are_listed_back_to_before_its_submission() -> None:
+    since = 1_800_000_000.0
+    name = "allama-0123456789abcdef0123.jsonl"
+
+    def file(file_id: str, filename: str, ago: float) -> dict[str, Any]:
+        return {"id": file_id, "filename": filename, "created_at": int(since - ago)}
+
+    pages = [
+        {
+            "data": [file("file-1", name, -10), file("file-2", "other.jsonl", -5)],
+            "has_more": True,
+        },
+        # Within the hour before it (clocks a moment apart), then older: the last page read.
+        {
+            "data": [file("file-3", name, 100), file("file-4", "other.jsonl", 3700)],
+            "has_more": True,
+        },
+    ]
+    steps = OpenAIJobs().uploads(_target(), name.removesuffix(".jsonl"), since)
+    sent, found = _pages(steps, pages)
+    assert found == ["file-1", "file-3"]
+    assert [(http.method, http.url, http.params) for http in sent] == [
+        ("GET", "https://api.example/v1/files", {"purpose": "batch", "limit": "100"}),
+        (
+            "GET",
+            "https://api.example/v1/files",
+            {"purpose": "batch", "limit": "100", "after": "file-2"},
+        ),
+    ]
+
+
+def test_a_files_listing_longer_than_a_look_goes_through_is_an_allama_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from allama.adapters._jobs import _gemini, _openai
+
+    monkeypatch.setattr(_openai, "MOST_PAGES", 2)
+    monkeypatch.setattr(_gemini, "MOST_PAGES", 2)
+    new = {"id": "file-n", "filename": "x.jsonl", "created_at": 1_900_000_000}
+    openai = _openai.OpenAIJobs().uploads(_target(), "allama-x", 1_800_000_000.0)
+    gemini = _gemini.GeminiJobs().uploads(_target(), "allama-x", 1_800_000_000.0)
+    for steps, page in [
+        (openai, {"data": [new], "has_more": True}),
+        (gemini, {"files": [{"name": "files/n"}], "nextPageToken": "more"}),
+    ]:
+        with pytest.raises(allama.Error) as raised:
+            _pages(steps, [page, page])
+        assert str(raised.value) == (
+            "the provider lists more than 200 files, and allama looked no further"
+        )
+
+
+def test_gemini_files_named_after_a_job_are_found_on_any_page() -> None:
+    from allama.adapters._jobs._gemini import GeminiJobs
+
+    tag = "allama-0123456789abcdef0123"
+    pages = [
+        # Older than the submission, first: no order is promised, and the look goes on.
+        {
+            "files": [
+                {"name": "files/a", "displayName": "other", "createTime": "2020-01-01T00:00:00Z"}
+            ],
+            "nextPageToken": "t1",
+        },
+        {"files": [{"name": "files/b", "displayName": tag}, {"name": "files/c"}]},
+    ]
+    sent, found = _pages(GeminiJobs().uploads(_target(), tag, 1_800_000_000.0), pages)
+    assert found == ["files/b"]
+    assert [http.params for http in sent] == [
+        {"pageSize": "100"},
+        {"pageSize": "100", "pageToken": "t1"},
+    ]
+
+
+def test_only_the_batch_apis_whose_jobs_read_an_uploaded_file_name_uploads() -> None:
+    from allama.adapters._jobs import NamesUploads, load_job_dialect
+
+    assert [
+        isinstance(load_job_dialect(name), NamesUploads)
+        for name in ("openai", "gemini", "anthropic")
+    ] == [True, True, False]
+
+
+@pytest.mark.parametrize("family", ["openai-chat", "gemini"])
+def test_a_jobs_input_file_is_recorded_until_it_is_deleted(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, family: str
+) -> None:
+    # Recorded as uploaded; once deleted with the job's results, no longer (`allama batch
+    # status` names a file recorded).
+    _in_files(monkeypatch)
+    provider, model = _provider(server, family)
+    ledger = tmp_path / "run.sqlite"
+    server.hold = True
+    _run_until(provider, model, _docs(2), ledger, lambda: len(server.jobs) == 1)
+    (job,) = server.jobs
+    (row,) = Ledger(ledger, read_only=True).jobs()
+    assert row.input_file == (job.input_file_id if family == "openai-chat" else job.input_file)
+    server.hold = False
+    assert [r.value for r in _run(provider, model, _docs(2), ledger)] == [Doc(n=0), Doc(n=1)]
+    (row,) = Ledger(ledger, read_only=True).jobs()
+    assert (row.state, row.input_file) == ("collected", None) and server.files == {}
+
+
+def test_the_input_file_of_a_job_never_made_is_no_longer_recorded_once_deleted(
+    server: ProviderBatchServer, tmp_path: Path
+) -> None:
+    from test_provider_batch import _killed_after_the_upload
+
+    ledger = tmp_path / "killed.sqlite"
+    uploaded = _killed_after_the_upload(server, "openai-chat", _docs(2), ledger)
+    provider, model = _provider(server, "openai-chat")
+    assert [r.value for r in _run(provider, model, _docs(2), ledger)] == [Doc(n=0), Doc(n=1)]
+    unmade, _ = Ledger(ledger, read_only=True).jobs()
+    assert (unmade.state, unmade.input_file) == ("not_submitted", None)
+    assert uploaded.id in server.deleted

@@ -38,6 +38,7 @@ from allama.adapters._jobs import (
     Entry,
     JobAmbiguity,
     JobState,
+    NamesUploads,
     Row,
     RowKind,
     Steps,
@@ -753,6 +754,7 @@ class JobRunner(_Runner):
         """Delete the input file uploaded for a job that was not made: it holds the
         requests' text, and no job reads it. Best effort: a failure is a warning naming the
         file, returned for the job's line of the summary too (else "")."""
+        assert self.book is not None
         if "file" not in uploaded:
             return ""
         try:
@@ -760,7 +762,7 @@ class JobRunner(_Runner):
                 self.jobs.dialect.discard(target, uploaded), target.model, sync=self.sync
             )
         except NotFoundError:
-            return ""  # gone already
+            pass  # gone already
         except Error as error:
             said = (
                 f"the input file {uploaded['file']} of job {tag}, which was not made, could "
@@ -769,6 +771,7 @@ class JobRunner(_Runner):
             )
             warnings.warn(said, RuntimeWarning, stacklevel=2)
             return f"; {said}"
+        self.book.job_file_deleted(tag, uploaded["file"])
         return ""
 
     async def _cancelled_before_made(self, tag: str, items: list[_Item]) -> None:
@@ -871,10 +874,10 @@ class JobRunner(_Runner):
                     # Never made: its inputs are sent as new, or, when a cancel was asked
                     # for it, fail as cancelled; the file its submission uploaded, if it got
                     # so far, is deleted first (its id is in the ledger alone).
-                    why = _CANCELLED_BEFORE_MADE if row.cancel_requested else _NOT_MADE
-                    why += await self._discard_unmade(row)
+                    said = await self._discard_unmade(row)
+                    why = (_CANCELLED_BEFORE_MADE if row.cancel_requested else _NOT_MADE) + said
                     self.book.job_not_submitted(tag, why, never_sent=True)
-                    if row.cancel_requested or row.input_file is not None:
+                    if row.cancel_requested or said:
                         self.summary.jobs[tag] = f"not submitted: {why}"
                     found.extend(await self._claim_again(items, row.cancel_requested))
                     rows = recorded()
@@ -905,12 +908,54 @@ class JobRunner(_Runner):
     async def _discard_unmade(self, row: JobRow) -> str:
         """Delete the input file a cut-off submission uploaded (`JobRow.input_file`) for
         a job that was not made: what the job's record says of it, for its `error` (a
-        failure is a warning naming the file, as `_discard`'s; "" when none was uploaded)."""
-        if row.input_file is None:
-            return ""
+        failure is a warning naming the file, as `_discard`'s; "" when none was uploaded).
+        One whose id was never recorded is looked for by its name (`_discard_named`)."""
         target = self.jobs.target(row.model)
+        if row.input_file is None:
+            return await self._discard_named(target, row)
         kept = await self._discard(target, row.tag, {"file": row.input_file})
         return kept or f"; its input file {row.input_file}, uploaded, was deleted"
+
+    async def _discard_named(self, target: Any, row: JobRow) -> str:
+        """Delete the files named after a cut-off submission's job that recorded none: a run
+        killed while its input file was uploaded (the request sent, the file's id not yet
+        back) left it at the provider, holding the requests' text, known by its name alone.
+        Best effort, as `_discard`: a listing that fails is a warning, and the job's inputs
+        are sent again all the same."""
+        dialect = self.jobs.dialect
+        if not isinstance(dialect, NamesUploads):
+            return ""  # its jobs read no uploaded file (Anthropic's)
+        at, measured = row.submitted_at()
+        try:
+            names: list[str] = await self.jobs.run(
+                dialect.uploads(target, row.tag, at, measured=measured),
+                row.model,
+                sync=self.sync,
+            )
+        except Error as error:
+            said = (
+                f"the provider's files could not be listed to find the input file of job "
+                f"{row.tag}, which was not made, should its upload have been cut off "
+                f"({_failure(error).message}): it would hold the requests' text; look for a "
+                "file named after the job at the provider and delete it"
+            )
+            warnings.warn(said, RuntimeWarning, stacklevel=2)
+            return f"; {said}"
+        deleted: list[str] = []
+        kept = ""
+        for name in names:
+            failed = await self._discard(target, row.tag, {"file": name})
+            kept += failed
+            if not failed:
+                deleted.append(name)
+        if not deleted:
+            return kept
+        some = len(deleted) > 1
+        return (
+            f"; its input file{'s' if some else ''} {', '.join(deleted)}, uploaded but never "
+            f"recorded, {'were' if some else 'was'} found by {'their' if some else 'its'} name "
+            "and deleted" + kept
+        )
 
     async def _claim_again(
         self, items: list[_Item], cancelled: bool
@@ -1209,6 +1254,7 @@ class JobRunner(_Runner):
         files = list(job.files)
         if job.uploaded is not None and all(file.name != job.uploaded for file in files):
             files.insert(0, JobFile(job.uploaded, "input file"))
+        assert self.book is not None
         target = self.jobs.target(job.model)
         said = ""
         for file in files:
@@ -1217,7 +1263,7 @@ class JobRunner(_Runner):
                     self.jobs.delete_file(target, file.name), job.model, sync=self.sync
                 )
             except NotFoundError:
-                continue  # gone already
+                pass  # gone already
             except Error as error:
                 words = (
                     f"the {file.what} {file.name} of job {job.job_id}, whose results are "
@@ -1226,6 +1272,9 @@ class JobRunner(_Runner):
                 )
                 warnings.warn(words, RuntimeWarning, stacklevel=2)
                 said += f"; {words}"
+                continue
+            if file.what == "input file":  # recorded for the job: `status` names it no more
+                self.book.job_file_deleted(job.tag, file.name)
         return said
 
     async def _take(

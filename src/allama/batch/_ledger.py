@@ -136,7 +136,8 @@ _ADDED_JOB_COLUMNS = (("clock", "TEXT"), ("input_file", "TEXT"))
 """Columns of `jobs` added since, added to older ledgers (which a version without them
 reads and writes as it did): `clock`, the machine's boot and the time since it when the
 job was recorded (`_clock_reading`); `input_file`, the provider's id of the file uploaded
-for the job, recorded before its making is asked (`Ledger.job_file`)."""
+for the job, recorded before its making is asked (`Ledger.job_file`) and cleared once it is
+deleted (`Ledger.job_file_deleted`)."""
 
 
 EARLIER_VALUE = "\x00"
@@ -176,8 +177,9 @@ class JobRow:
     clock: str | None = None
     """When the job was recorded, on this machine's clock since its boot (`_clock_reading`)."""
     input_file: str | None = None
-    """The file uploaded for it (its requests' text), once uploaded: a run that finds the job
-    was never made deletes it at the provider, as no one else knows of it."""
+    """The file uploaded for it (its requests' text), once uploaded, until it is deleted at
+    the provider: a run that finds the job was never made deletes it, as no one else knows
+    of it; one that keeps the job's rows deletes it with its results."""
 
     def submitted_at(self) -> tuple[float, bool]:
         """When the job was recorded, on this machine's clock as it reads now, and whether
@@ -736,6 +738,15 @@ class Ledger:
             self._connection.execute(
                 "UPDATE jobs SET input_file = ?, updated_at = ? WHERE tag = ?",
                 (name, time.time(), tag),
+            )
+
+    def job_file_deleted(self, tag: str, name: str) -> None:
+        """The file `name` recorded for job `tag` is deleted at the provider (or was gone):
+        the job's record names no file left there (`allama batch status`)."""
+        with self._transaction():
+            self._connection.execute(
+                "UPDATE jobs SET input_file = NULL WHERE tag = ? AND input_file = ?",
+                (tag, name),
             )
 
     def job_not_submitted(self, tag: str, error: str, *, never_sent: bool = False) -> None:

@@ -2219,6 +2219,8 @@ def ledger_status(ledger: Any) -> dict[str, Any]:
                 "created_at": _iso(job.created_at),
                 "updated_at": _iso(job.updated_at),
                 "cancel_requested": job.cancel_requested,
+                # The file uploaded for it, until it is deleted at the provider.
+                "input_file": job.input_file,
             }
             for job in ledger.jobs()
         ],
@@ -2370,6 +2372,7 @@ def _counts_line(counts: dict[str, int], in_flight: dict[str, int] | None = None
 
 def status_lines(report: dict[str, Any]) -> list[str]:
     """`allama batch status` as a person reads it."""
+    from allama.batch._ledger import JobPhase
     from allama.batch._run import passes_said
 
     shown = _counts_line(report["counts"], report.get("in_flight"))
@@ -2439,6 +2442,12 @@ def status_lines(report: dict[str, Any]) -> list[str]:
             state += f": {job['error']}"
         if job["cancel_requested"]:
             state += ", cancel requested"
+        if job.get("input_file"):
+            state += f"; input file {job['input_file']} " + (
+                "left at the provider: it holds the requests' text; delete it there"
+                if job["state"] in (JobPhase.COLLECTED, JobPhase.NOT_SUBMITTED)  # no run will
+                else "at the provider"
+            )
         if job.get("polled"):
             state += f"; now: {job['polled']}"
         line = (

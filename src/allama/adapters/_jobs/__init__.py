@@ -14,7 +14,7 @@ import importlib
 import json
 from collections.abc import Collection, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from allama.adapters._http import (
     HttpRequest,
@@ -36,6 +36,7 @@ __all__ = [
     "JobState",
     "JobTarget",
     "MOST_PAGES",
+    "NamesUploads",
     "Row",
     "RowKind",
     "Steps",
@@ -44,8 +45,10 @@ __all__ = [
     "headers_for",
     "job_line",
     "load_job_dialect",
+    "too_many_files",
     "too_many_jobs",
     "unrun_kind",
+    "upload_leeway",
 ]
 
 Steps = Generator[HttpRequest, HttpResponse, Any]
@@ -266,6 +269,20 @@ def too_many_jobs(pages: int) -> JobAmbiguity:
     )
 
 
+def too_many_files(pages: int) -> Error:
+    return Error(
+        f"the provider lists more than {pages * 100} files, and allama looked no further",
+        origin=MessageOrigin.AUTHORED,
+    )
+
+
+def upload_leeway(measured: bool) -> float:
+    """How long before a submission's recorded start a file named after its job is looked
+    for (seconds): an hour, as for its job (the two clocks, and the moment each was read);
+    a day where the start was read on another machine's clock, or before a restart."""
+    return 3600.0 if measured else 86400.0
+
+
 def clock_ahead(response: HttpResponse) -> float | None:
     """How far the provider's clock is ahead of this machine's (seconds; negative when
     behind), by the `Date` its answer carries (to the second); `None` without one that
@@ -343,6 +360,20 @@ class JobDialect(Protocol):
         """Delete the file a submission uploaded (`uploaded`, as `submit` filled it) whose
         job was not made: it holds the requests' text, and no job will read it. Returns
         the file's id, or `None` where nothing was uploaded."""
+        ...
+
+
+@runtime_checkable
+class NamesUploads(Protocol):
+    """A batch API whose jobs read a file uploaded first, named after the job's tag
+    (OpenAI's; Gemini's past its inline limit). Anthropic's take no file."""
+
+    def uploads(self, target: JobTarget, tag: str, since: float, *, measured: bool = True) -> Steps:
+        """The files at the provider named after job `tag` (as `submit` names its input
+        file), uploaded since `since` (`measured` as for `find`); returns their ids
+        (Gemini: `files/...`). For a submission cut off while its file was uploaded: the
+        request sent, its answer (the file's id) never back, the file is known by its
+        name alone."""
         ...
 
 

@@ -31,6 +31,7 @@ from allama.adapters._jobs import (
     keep,
     line_size,
     post,
+    too_many_files,
     too_many_jobs,
     unread,
 )
@@ -168,6 +169,23 @@ class GeminiJobs:
             if not token:
                 return None
         raise too_many_jobs(MOST_PAGES)
+
+    def uploads(self, target: JobTarget, tag: str, since: float, *, measured: bool = True) -> Steps:
+        # The API promises no order of its files (nor lets one be asked for): every page is
+        # read, none left for being older than the submission. It keeps an uploaded file
+        # for 48 hours, so the list holds two days' uploads at most.
+        found: list[str] = []
+        token: str | None = None
+        for _ in range(MOST_PAGES):
+            params = {"pageSize": "100", **({"pageToken": token} if token else {})}
+            page = json_of((yield get(target, f"{target.base_url}/files", params)))
+            for file in page.get("files") or []:
+                if isinstance(file, dict) and file.get("displayName") == tag:  # as `_upload`
+                    found.append(str(file["name"]))
+            token = page.get("nextPageToken")
+            if not token:
+                return found
+        raise too_many_files(MOST_PAGES)
 
     def results(
         self, target: JobTarget, state: JobState, keys: Sequence[str], in_order: bool = False

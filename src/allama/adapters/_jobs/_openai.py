@@ -33,9 +33,11 @@ from allama.adapters._jobs import (
     keep,
     line_size,
     post,
+    too_many_files,
     too_many_jobs,
     unread,
     unrun_kind,
+    upload_leeway,
 )
 from allama.errors import MessageOrigin, NotFoundError
 
@@ -153,6 +155,26 @@ class OpenAIJobs:
                 return None
             after = str(jobs[-1].get("id"))
         raise too_many_jobs(MOST_PAGES)
+
+    def uploads(self, target: JobTarget, tag: str, since: float, *, measured: bool = True) -> Steps:
+        name = f"{tag}.jsonl"  # as `_upload` names it
+        found: list[str] = []
+        after: str | None = None
+        for _ in range(MOST_PAGES):  # newest first: back to before the submission began
+            params = {"purpose": "batch", "limit": "100", **({"after": after} if after else {})}
+            response = yield get(target, f"{target.base_url}/files", params)
+            page = json_of(response)
+            files = [file for file in page.get("data") or [] if isinstance(file, dict)]
+            found += [str(file["id"]) for file in files if file.get("filename") == name]
+            earliest = since + (clock_ahead(response) or 0.0) - upload_leeway(measured)
+            if (
+                not page.get("has_more")
+                or not files
+                or any(_number(file.get("created_at")) < earliest for file in files)
+            ):
+                return found
+            after = str(files[-1].get("id"))
+        raise too_many_files(MOST_PAGES)
 
     def results(
         self, target: JobTarget, state: JobState, keys: Sequence[str], in_order: bool = False
@@ -378,7 +400,8 @@ DIALECT = OpenAIJobs()
 
 
 def _number(value: object) -> float:
-    """A job's time, or never (`inf`) when it gives none: no reason to stop looking."""
+    """A job's (or a file's) time, or never (`inf`) when it gives none: no reason to stop
+    looking."""
     if isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
     return float("inf")
