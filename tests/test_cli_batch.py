@@ -717,13 +717,13 @@ def test_documents_added_to_the_input_after_it_was_checked_are_not_read(tmp_path
             "in.csv",
             "id,text\n1,doc 1\n2\n",
             (),
-            "{path} row 2: 1 field where the header has 2 columns (a row cut short?)",
+            "{path} row 2 (line 3): 1 field where the header has 2 columns (a row cut short?)",
         ),
         (  # a row without its id's cell: not named `row 1` without a word
             "in.csv",
             "text,id,source\ndoc 1,1\n",
             (),
-            "{path} row 1: 2 fields where the header has 3 columns (a row cut short?)",
+            "{path} row 1 (line 2): 2 fields where the header has 3 columns (a row cut short?)",
         ),
         (
             "in.jsonl",
@@ -752,44 +752,20 @@ def test_documents_added_to_the_input_after_it_was_checked_are_not_read(tmp_path
             "in.csv",
             "id,text\n1,doc 1\n2,\"doc 2 12'' screen\n3,doc 3\n4,doc 4\n",
             (),
-            "{path} row 2: unexpected end of data",
+            "{path} row 2 (line 3): unexpected end of data (reading stopped at this row)",
         ),
         (
             "in.csv",
             "id,text\n1,doc 1\n2,doc 12, and the rest\n",
             (),
-            "{path} row 2: 1 more field than the header's 2 columns (a comma in a field that "
-            "is not quoted?)",
+            "{path} row 2 (line 3): 1 more field than the header's 2 columns (a comma in a "
+            "field that is not quoted?)",
         ),
         (
             "in.csv",
             "id,text,text\n1,doc 1,doc 2\n",
             (),
             "{path} (the header row): the column `text` is named twice",
-        ),
-        (
-            "in.csv",
-            "id;text\n1;doc 1\n",
-            (),
-            "{path}: the header reads as `id;text`, and the file is separated by semicolons, "
-            "not by commas (a spreadsheet's export in many locales); save it as CSV with "
-            "commas, or as JSONL",
-        ),
-        (
-            "in.csv",
-            "id;Betrag, EUR;text\n1;12,50;doc 1\n",  # a comma in a column's name
-            (),
-            "{path}: the header reads as `id;Betrag`, ` EUR;text`, and the file is separated "
-            "by semicolons, not by commas (a spreadsheet's export in many locales); save it "
-            "as CSV with commas, or as JSONL",
-        ),
-        (
-            "in.csv",
-            "id\ttext\n1\tdoc 1\n",
-            ("--id-field", "id"),
-            "{path}: the header reads as `id\\ttext`, and the file is separated by tabs, not by "
-            "commas (a spreadsheet's export in many locales); save it as CSV with commas, or "
-            "as JSONL",
         ),
     ],
 )
@@ -835,6 +811,30 @@ def _refused_before_sending(
             (),
             "{path}: no column `text` (the columns are `Notes; comments`); name the column "
             "with --field",
+        ),
+        (
+            "in.csv",
+            "id;text\n1;doc 1\n",
+            (),
+            "{path}: the header reads as `id;text`, and the file is separated by semicolons, "
+            "not by commas (a spreadsheet's export in many locales); save it as CSV with "
+            "commas, or as JSONL",
+        ),
+        (
+            "in.csv",
+            "id;Betrag, EUR;text\n1;12,50;doc 1\n",  # a comma in a column's name
+            (),
+            "{path}: the header reads as `id;Betrag`, ` EUR;text`, and the file is separated "
+            "by semicolons, not by commas (a spreadsheet's export in many locales); save it "
+            "as CSV with commas, or as JSONL",
+        ),
+        (
+            "in.csv",
+            "id\ttext\n1\tdoc 1\n",
+            ("--id-field", "id"),
+            "{path}: the header reads as `id\\ttext`, and the file is separated by tabs, not by "
+            "commas (a spreadsheet's export in many locales); save it as CSV with commas, or "
+            "as JSONL",
         ),
         (
             "in.jsonl",
@@ -897,8 +897,9 @@ def test_a_field_the_source_does_not_have_is_a_bad_argument(
     message: str,
 ) -> None:
     """Named by --field or --id-field (or the defaults) and not in the first document or
-    the header, or an INPUT of no kind the command reads: the argument is wrong (exit
-    status 2), where a later line that lacks it is the data's fault (1)."""
+    the header, or an INPUT of no kind the command reads (a CSV file separated by
+    semicolons or tabs): the argument is wrong (exit status 2), where a later line that
+    lacks it is the data's fault (1)."""
     _refused_before_sending(server, row_type, tmp_path, capsys, name, content, extra, message, 2)
 
 
@@ -1172,8 +1173,8 @@ def test_every_line_or_row_to_mend_is_said_at_once(tmp_path: Path) -> None:
         read_inputs(table)
     extra = "1 more field than the header's 2 columns (a comma in a field that is not quoted?)"
     assert str(raised.value) == (
-        f"{table} row 1: {extra}; "
-        + "; ".join(f"row {n}: {extra}" for n in range(2, 6))
+        f"{table} row 1 (line 2): {extra}; "
+        + "; ".join(f"row {n} (line {n + 1}): {extra}" for n in range(2, 6))
         + "; and 3 more (8 to mend in all)"
     )
 
@@ -2296,8 +2297,8 @@ def test_on_an_80_column_terminal_the_bar_is_drawn_and_the_least_needed_parts_gi
     summary.priced, summary.cost_unknown = 2, 1
     summary.stopped = "interrupted (Ctrl-C)"  # no ETA: those in flight finish
     assert progress_text(summary).endswith(", 0.30/s, stopped")  # (the run has ended)
-    summary.ended = None
-    assert progress_text(summary).endswith("/s, stopping")
+    summary.ended = None  # and what a second Ctrl-C would do to the one in flight
+    assert progress_text(summary).endswith("/s, stopping: Ctrl-C again abandons those in flight")
     summary.stopped, summary.ended = None, summary.started + 10.0
     # A job's state is the provider's words: escaped, as on every line the run prints.
     summary.jobs["t1"] = "batch_1: in_progress\x1b]0;title\x07\x1b[2J"

@@ -5,6 +5,7 @@ arguments, not the current folder."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -314,8 +315,8 @@ def test_a_csv_row_starting_with_a_byte_order_mark_is_refused_before_anything_is
     joined.write_text(f"{bom}id,text\r\na,doc 1\r\n{bom}id,text\r\nb,doc 2\r\n", encoding="utf-8")
     assert run(server, row_type, joined) == 1
     assert capsys.readouterr().err == (
-        f"allama batch run: {joined} row 2: a byte-order mark at the start of the row (files "
-        "joined?): remove it\n"
+        f"allama batch run: {joined} row 2 (line 3): a byte-order mark at the start of the "
+        "row (files joined?): remove it\n"
     )
     assert server.bodies == []
     # The file's own mark is read past, as before.
@@ -512,3 +513,208 @@ def test_a_csv_header_starting_with_a_byte_order_mark_is_refused_before_anything
         "row (files joined?): remove it\n"
     )
     assert server.bodies == []
+
+
+# A CSV quote out of place: said after the rows to mend before it, and the check stops there.
+
+
+def test_a_csv_quote_out_of_place_is_said_after_the_rows_to_mend_before_it(
+    server: _Recording, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "b.csv"
+    source.write_text('id,text\n1,ok\n3,short,extra\n4,"bad"quote\n5,never read,,\n')
+    assert run(server, row_type, source) == 1
+    assert capsys.readouterr().err == (
+        f"allama batch run: {source} row 2 (line 3): 1 more field than the header's 2 columns "
+        "(a comma in a field that is not quoted?); row 3 (line 4): ',' expected after '\"' "
+        "(reading stopped at this row; 2 to mend up to it)\n"
+    )
+    assert server.bodies == []
+    # Alone, it says so too; after more than are shown, it is said all the same.
+    alone = tmp_path / "alone.csv"
+    alone.write_text('id,text\n1,"bad"quote\n2,ok\n')
+    with pytest.raises(inputs_module.InputError) as raised:
+        read_inputs(alone)
+    assert str(raised.value) == (
+        f"{alone} row 1 (line 2): ',' expected after '\"' (reading stopped at this row)"
+    )
+    many = tmp_path / "many.csv"
+    many.write_text("id,text\n" + "".join(f"{n},doc {n},x\n" for n in range(1, 8)) + '8,"a"b\n')
+    with pytest.raises(inputs_module.InputError) as raised:
+        read_inputs(many)
+    extra = "1 more field than the header's 2 columns (a comma in a field that is not quoted?)"
+    assert str(raised.value) == (
+        f"{many} row 1 (line 2): {extra}; "
+        + "".join(f"row {n} (line {n + 1}): {extra}; " for n in range(2, 6))
+        + "and 2 more; row 8 (line 9): ',' expected after '\"' (reading stopped at this row; "
+        "8 to mend up to it)"
+    )
+
+
+# A CSV row is named by the file's line it begins on too.
+
+
+def test_a_csv_row_is_named_by_the_line_it_begins_on(tmp_path: Path) -> None:
+    source = tmp_path / "blank.csv"
+    # Blank lines, and a quoted field over three lines: rows 3 and 4 are lines 9 and 10.
+    source.write_text(
+        'id,text\n\n1,ok\n\n\n2,"multi\nline\nfield"\n3,short,extra\n4,\n\n5,"a\nb",c\n'
+    )
+    with pytest.raises(inputs_module.InputError) as raised:
+        read_inputs(source)
+    assert str(raised.value) == (
+        f"{source} row 3 (line 9): 1 more field than the header's 2 columns (a comma in a "
+        "field that is not quoted?); row 4 (line 10): the column `text` is empty; "
+        "row 5 (line 12): 1 more field than the header's 2 columns (a comma in a field that "
+        "is not quoted?) (3 to mend in all)"
+    )
+    # The label of a row with no id is its number among the rows, as before.
+    fine = tmp_path / "fine.csv"
+    fine.write_text('text\n\n"doc\n1"\n\ndoc 2\n')
+    assert [document.label for document in read_inputs(fine)] == ["row 1", "row 2"]
+
+
+# A CSV file separated otherwise than by commas: a bad argument (exit 2), as a column the
+# header lacks.
+
+
+def test_a_csv_file_separated_by_semicolons_exits_as_a_bad_argument(
+    server: _Recording, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "s.csv"
+    source.write_text("id;text\n1;a\n")
+    assert run(server, row_type, source) == 2
+    assert capsys.readouterr().err == (
+        f"allama batch run: {source}: the header reads as `id;text`, and the file is "
+        "separated by semicolons, not by commas (a spreadsheet's export in many locales); "
+        "save it as CSV with commas, or as JSONL\n"
+    )
+    assert server.bodies == []
+
+
+# Progress: a run stopped early shows what was done; a stopping one says what a second
+# Ctrl-C does, at once.
+
+
+def test_the_bar_of_a_run_stopped_early_shows_what_was_done() -> None:
+    from allama.batch._run import BatchSummary
+    from allama.cli._progress import fitted
+
+    summary = BatchSummary(total=40, done=2, not_started=38, input_tokens=90, output_tokens=10)
+    summary.stopped = "interrupted (Ctrl-C)"
+    summary.ended = summary.started + 10.0
+    assert fitted(summary, 120) == (
+        "[#...................] 2/40: 2 done, 0 failed, 0 in flight, 38 not started, "
+        "100 tokens, cost ?, 0.20/s, stopped"
+    )
+    summary.elsewhere, summary.not_started = 10, 28  # finished by another run: done
+    assert fitted(summary, 200).startswith("[######..............] 2/40: ")
+
+
+def test_a_stopping_run_says_what_a_second_signal_does_to_the_calls_in_flight() -> None:
+    from allama.batch._run import BatchSummary
+    from allama.cli import _batch as command
+    from allama.cli import _progress
+    from allama.cli._progress import fitted, progress_text
+
+    # Every signal that stops a run as Ctrl-C does has its words here.
+    assert set(_progress._AGAIN) == set(command._STOPPING.values())
+    summary = BatchSummary(total=40, done=2, in_flight=3, input_tokens=90, output_tokens=10)
+    summary.stopped = "interrupted (Ctrl-C)"
+    summary.started -= 10.0
+    assert progress_text(summary).endswith(
+        ", 0.20/s, stopping: Ctrl-C again abandons those in flight"
+    )
+    # 79 columns: the bar gives way, then "those in flight" is said as "them".
+    assert fitted(summary, 79) == (
+        "2/40: 2 done, 0 failed, 3 in flight, stopping: Ctrl-C again abandons them"
+    )
+    summary.done = 4  # (a bar of 13 shows one in ten)
+    assert fitted(summary, 100) == (
+        "[#............] 4/40: 4 done, 0 failed, 3 in flight, "
+        "stopping: Ctrl-C again abandons those in flight"
+    )
+    summary.stopped = "terminated (SIGTERM)"
+    assert progress_text(summary).endswith(", stopping: a second SIGTERM abandons those in flight")
+    summary.in_flight = 0  # nothing to abandon
+    assert progress_text(summary).endswith(", 0.40/s, stopping")
+    summary.in_flight = 3
+    # A budget's stop: a first Ctrl-C only stops the run again, so nothing is promised.
+    summary.stopped = "the budget of $0.01 is reached ($0.012)"
+    assert progress_text(summary).endswith(", 0.40/s, stopping")
+
+
+class _Lines(io.StringIO):
+    """Standard error that is no terminal, read while the run writes to it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lock = threading.Lock()
+
+    def write(self, text: str) -> int:
+        with self.lock:
+            return super().write(text)
+
+    def text(self) -> str:
+        with self.lock:
+            return self.getvalue()
+
+
+def test_the_first_ctrl_c_is_answered_at_once_by_a_progress_line(
+    row_type: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a terminal, a line says the run is stopping (and what a second Ctrl-C does)
+    as the first comes, not at the next periodic line (a minute here)."""
+    import signal
+    import time
+
+    import allama
+    import allama.cli._batch as command
+    from test_cli_batch import folder
+    from test_cli_batch import run as batch_run
+    from test_cli_batch_second_interrupt import HoldingServer, until
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    holding = HoldingServer(held=set(range(3, 10)))  # 0 to 2 answered, 3 to 6 held
+    threading.Thread(target=holding.serve_forever, args=(0.05,), daemon=True).start()
+    made: list[Any] = []
+    make = allama.batch
+
+    def batch(*args: Any, **kwargs: Any) -> Any:
+        made.append(make(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(allama, "batch", batch)
+    err = _Lines()
+    monkeypatch.setattr("sys.stderr", err)
+    said: list[str] = []
+    write_row = command._write_row
+
+    def first_row(*args: Any) -> Any:
+        if not said:
+            summary = made[0].summary
+            until(lambda: summary.done == 3 and holding.holding == 4)
+            signal.raise_signal(signal.SIGINT)  # the first: no input starts
+            deadline = time.monotonic() + 5  # (not the minute of --progress-every)
+            while "stopping" not in err.text():
+                assert time.monotonic() < deadline, err.text()
+                time.sleep(0.01)
+            said.extend(line for line in err.text().splitlines() if "stopping" in line)
+            holding.release.set()  # those in flight finish
+        return write_row(*args)
+
+    monkeypatch.setattr(command, "_write_row", first_row)
+    try:
+        docs = folder(tmp_path, list(range(7)))
+        out = tmp_path / "out.jsonl"
+        status = batch_run(
+            holding, row_type, docs, out, "--concurrency", "4", "--progress-every", "60"
+        )
+    finally:
+        holding.release.set()
+        holding.shutdown()
+        holding.server_close()
+    assert status == 130
+    assert len(said) == 1 and said[0].startswith("progress: 3/7: 3 done, 0 failed, 4 in flight, ")
+    assert said[0].endswith(", stopping: Ctrl-C again abandons those in flight")
+    assert len(rows_of(out)) == 7  # (those in flight finished and were written)

@@ -48,7 +48,8 @@ class InputError(ValueError):
 class NoSuchField(InputError):
     """The field or column named for the documents (or their ids) is not in the source's
     first object, or its header, or the source (a folder) has none, or the source is of no
-    kind read here (a `.txt` file): the argument is wrong rather than a line of the data."""
+    kind read here (a `.txt` file, a CSV file separated by semicolons): the argument is
+    wrong rather than a line of the data."""
 
 
 class Document(str):
@@ -192,7 +193,8 @@ def read_inputs(
     `ids_unused`). A `.csv` file with a header row: the document in the column `field`
     (default `text`), the label from the column `id_field` (default `id` when there is one)
     else `row N`, counting the rows after the header from 1. A document that is empty, or
-    is not text that can be sent, is an error that names its place. A folder's files in
+    is not text that can be sent, is an error that names its place (a CSV row's by its
+    number and the line it begins on). A folder's files in
     `skip` (the run's output, its prompt) are not documents.
     """
     source = Path(path)
@@ -487,8 +489,9 @@ def _open(path: Path, limit: int | None, *, newline: str) -> io.TextIOWrapper:
 class _Problems:
     """The lines or rows of a file (the files of a folder) that are no document, found by
     its check: the first few said (a file with many to mend is mended in one go, not one
-    run each), and how many in all. Where a run reads the file (`strict`), the first is
-    raised as it is met."""
+    run each), and how many in all; and the row past which the file could not be read, if
+    one was met (`stop`), said last whatever came before. Where a run reads the file
+    (`strict`), the first is raised as it is met."""
 
     SHOWN = 5
 
@@ -500,6 +503,8 @@ class _Problems:
         folder's (`within`: its files')."""
         self.said: list[str] = []
         self.count = 0
+        self.stopped: str | None = None
+        """The row the check read no further than (a CSV quote out of place)."""
 
     def add(self, error: InputError) -> None:
         """One more to mend: the check reads on, to say every one at once. A wrong argument
@@ -510,15 +515,28 @@ class _Problems:
         if len(self.said) < self.SHOWN:
             self.said.append(str(error))
 
+    def stop(self, error: InputError) -> None:
+        """One more to mend, past which nothing can be read: the check ends there (its
+        caller reads no further), and it is said with those found before it."""
+        if self.strict:
+            raise error
+        self.count += 1
+        self.stopped = str(error)
+
     def raise_any(self) -> None:
         if not self.count:
             return
-        if self.count == 1:
-            raise InputError(self.said[0])
-        prefix = self.prefix
-        places = [self.said[0], *(said.removeprefix(prefix) for said in self.said[1:])]
-        more = f"; and {self.count - len(self.said)} more" if self.count > len(self.said) else ""
-        raise InputError(f"{'; '.join(places)}{more} ({self.count} to mend in all)")
+        listed = [*self.said, *([self.stopped] if self.stopped is not None else [])]
+        places = [listed[0], *(said.removeprefix(self.prefix) for said in listed[1:])]
+        if self.count > len(listed):  # (before the row it stopped at, which is said)
+            places.insert(len(self.said), f"and {self.count - len(listed)} more")
+        if self.stopped is None:
+            tail = "" if self.count == 1 else f" ({self.count} to mend in all)"
+        elif self.count == 1:
+            tail = " (reading stopped at this row)"
+        else:
+            tail = f" (reading stopped at this row; {self.count} to mend up to it)"
+        raise InputError(f"{'; '.join(places)}{tail}")
 
 
 def _jsonl(
@@ -649,7 +667,7 @@ def _csv(
                 shown = ", ".join(f"`{column}`" for column in columns)
                 separator = _other_separator(columns, name)
                 if separator is not None:  # naming its column would send rows whole
-                    raise InputError(
+                    raise NoSuchField(
                         f"{path}: the header reads as {shown}, and the file is separated by "
                         f"{separator}, not by commas (a spreadsheet's export in many "
                         "locales); save it as CSV with commas, or as JSONL"
@@ -660,7 +678,10 @@ def _csv(
                 )
         number = 0
         while True:
-            where = f"{path} row {number + 1}"
+            # A row is named by its place among the rows (its label's `row N`) and by the
+            # file's line it begins on, where an editor finds it: blank lines, skipped, and
+            # a quoted field's line ends are no rows, and lines all the same.
+            begins = reader.line_num + 1
             try:
                 fields = next(reader)
             except StopIteration:
@@ -668,10 +689,14 @@ def _csv(
             except UnicodeDecodeError:
                 raise _undecodable(path, limit=limit) from None
             except csv.Error as error:
-                raise InputError(f"{where}: {error}") from None
+                # A quote out of place: where the rows after it begin is anyone's guess, so
+                # the check reads no further, and says so after what it found before.
+                problems.stop(InputError(f"{path} row {number + 1} (line {begins}): {error}"))
+                return
             if not fields:  # a blank line
                 continue
             number += 1
+            where = f"{path} row {number} (line {begins})"
             try:
                 document = _csv_document(fields, columns, number, field, id_field, where, unused)
             except InputError as error:

@@ -2,7 +2,8 @@
 
 Drawn by a thread of its own from the run's `BatchSummary` (the run's results come to the
 main thread, which may wait long for the next one), at most ten times a second on a
-terminal, every few seconds otherwise, and once more when the run ends.
+terminal, every few seconds otherwise, at once when the run begins to stop, and once more
+when the run ends.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import threading
+import time
 from collections.abc import Callable
 from typing import IO, TYPE_CHECKING
 
@@ -21,16 +23,22 @@ if TYPE_CHECKING:
 
 BAR_WIDTH = 20
 
+_LOOK = 0.1
+"""How often, in seconds, the drawing thread looks whether the run began to stop."""
+
 
 def progress_text(summary: BatchSummary, paused: float = 0.0) -> str:
     """The run so far in one line: finished of total, done, failed, in flight, the pause a
     rate limit asked for (`paused` seconds left), tokens, cost, rate and ETA (once the run
-    stopped starting inputs, that it is stopping)."""
+    stopped starting inputs, that it is stopping, and what abandons those in flight)."""
     return ", ".join(text for _, text in _parts(summary, paused))
 
 
-def _parts(summary: BatchSummary, paused: float = 0.0) -> list[tuple[str, str]]:
-    """The line's parts, each named for `_LEAST_NEEDED`."""
+def _parts(
+    summary: BatchSummary, paused: float = 0.0, *, short: bool = False
+) -> list[tuple[str, str]]:
+    """The line's parts, each named for `_LEAST_NEEDED`; `short`, a stopping run's said in
+    fewer words (for a terminal's line)."""
     total = "?" if summary.total is None else str(summary.total)
     parts = [
         (
@@ -63,11 +71,32 @@ def _parts(summary: BatchSummary, paused: float = 0.0) -> list[tuple[str, str]]:
         parts.append(("cost", f"${dollars(summary.cost)}" + ("+?" if summary.cost_unknown else "")))
     parts.append(("rate", f"{summary.rate():.2f}/s"))
     if summary.stopped is not None:  # (Ctrl-C, a budget): no time to the inputs' end
-        parts.append(("eta", "stopping" if summary.ended is None else "stopped"))
+        stopping = _stopping(summary, short=short)
+        parts.append(("eta", "stopped" if summary.ended is not None else stopping))
         return parts
     eta = summary.eta()
     parts.append(("eta", "ETA ?" if eta is None else f"ETA {_duration(eta)}"))
     return parts
+
+
+_AGAIN = {
+    "interrupted (Ctrl-C)": "Ctrl-C again",
+    "terminated (SIGTERM)": "a second SIGTERM",
+    "hung up (SIGHUP)": "a second SIGHUP",
+}
+"""The command's words for a run a signal stopped (`cli._batch._STOPPING`), and what would
+abandon the inputs in flight: the same signal again (the ledger keeps them pending, and a
+run again sends them again, though their calls may have been paid for)."""
+
+
+def _stopping(summary: BatchSummary, *, short: bool = False) -> str:
+    """A run stopping: what ends it sooner, where a signal stopped it with calls in flight
+    (a budget's stop takes two Ctrl-Cs to abandon them: not said). `short`: "them", for a
+    line that says how many are in flight just before, when it must leave out the rest."""
+    again = _AGAIN.get(summary.stopped or "")
+    if again is None or not summary.in_flight:
+        return "stopping"
+    return f"stopping: {again} abandons {'them' if short else 'those in flight'}"
 
 
 _LEAST_NEEDED = ("rate", "tokens", "job", "elsewhere", "not started", "retrying", "cost")
@@ -82,13 +111,18 @@ def fitted(summary: BatchSummary, width: int, paused: float = 0.0, *, ascii: boo
     needed left out; with no room for a bar (or no total), the line alone, as whole as
     fits, then cut. A line that wraps could not be redrawn in place. `ascii`, for a stream
     that writes ASCII alone: what it would write as an escape is counted as the escape."""
-    parts = _parts(summary, paused)
-    if ascii:
-        parts = [(name, said.encode("ascii", "backslashreplace").decode()) for name, said in parts]
-    texts = [
-        ", ".join(said for name, said in parts if name not in _LEAST_NEEDED[:left_out])
-        for left_out in range(len(_LEAST_NEEDED) + 1)
-    ]
+    texts: list[str] = []
+    # A stopping run's words in full first, then in fewer, before the line is cut.
+    for short in (False, True):
+        parts = _parts(summary, paused, short=short)
+        if ascii:
+            parts = [
+                (name, said.encode("ascii", "backslashreplace").decode()) for name, said in parts
+            ]
+        texts.extend(
+            ", ".join(said for name, said in parts if name not in _LEAST_NEEDED[:left_out])
+            for left_out in range(len(_LEAST_NEEDED) + 1)
+        )
     if summary.total:
         for text in texts:
             room = width - len(text) - 3  # "[", "] "
@@ -116,7 +150,9 @@ def _duration(seconds: float) -> str:
 def _bar(summary: BatchSummary, width: int = BAR_WIDTH) -> str:
     if not summary.total:
         return ""
-    settled = summary.finished + summary.not_started + summary.elsewhere
+    # What was done (here or by another run): a run stopped early ends with a bar as far
+    # as it got, not a full one, its inputs not started left out.
+    settled = summary.finished + summary.elsewhere
     filled = min(width, width * settled // summary.total)
     return "[" + "#" * filled + "." * (width - filled) + "] "
 
@@ -150,8 +186,17 @@ class Progress:
         self._thread.start()
 
     def _work(self) -> None:
-        while not self._stopped.wait(self._every):
-            self._draw()
+        # Drawn every `every` seconds, and at once when the run begins to stop (Ctrl-C):
+        # a plain line's 5 s would leave the first Ctrl-C unanswered, and a second one
+        # (which abandons the calls in flight) is what a user would try next.
+        stopping = False
+        due = time.monotonic() + self._every
+        while not self._stopped.wait(min(self._every, _LOOK)):
+            began = not stopping and self._summary().stopped is not None
+            stopping = stopping or began
+            if began or time.monotonic() >= due:
+                self._draw()
+                due = time.monotonic() + self._every
 
     def _draw(self) -> None:
         summary, paused = self._summary(), self._paused()
