@@ -1438,3 +1438,196 @@ def test_strict_tools_give_up_strict_for_the_response_format_past_the_limits() -
         "`output_config.format`: the schema at `/` has 25 optional properties, more than the "
         "24 Anthropic strict mode allows per request",
     )
+
+
+# Claude Haiku 5.5: thinking on by default, turned off up to effort `high`
+
+FORCED_GET = ToolChoice.tool("get")
+
+
+@pytest.mark.parametrize("model", ["claude-haiku-5-5", "claude-opus-5"])
+def test_thinking_is_turned_off_and_a_tool_forced_with_it_off(model: str) -> None:
+    """Haiku 5.5 thinks by default, and takes `{"type": "disabled"}` as Opus 5 does: its
+    "What's new" and migration guide list no refused `disabled` and no refused forced
+    `tool_choice` (Opus 5.5's do)."""
+    for policy in (UnsupportedPolicy.WARN, UnsupportedPolicy.ERROR):
+        request = ChatRequest(model, reasoning_effort="none", unsupported_policy=policy)
+        body, warnings = _anthropic(request.user("spam?"))
+        assert (body["thinking"], "output_config" in body, warnings) == (
+            {"type": "disabled"},
+            False,
+            [],
+        )
+        forced = request.user("x").with_tools([TOOL]).with_tool_choice(FORCED_GET)
+        body, warnings = _anthropic(forced.with_reasoning_effort(None))
+        assert (body["tool_choice"], body["thinking"], warnings) == (
+            {**NAMED, "disable_parallel_tool_use": True},
+            {"type": "disabled"},
+            [],
+        )
+    target = allama.provider("anthropic", api_key=KEY)
+    assert target.chat_capability(model, allama.ChatCapability.FORCED_TOOL_CHOICE) is (
+        allama.CapabilitySupport.SUPPORTED
+    )
+
+
+def _off_at(model: str, level: str) -> str:
+    return (
+        f'`output_config.effort` of the body option `anthropic` ("{level}") goes beside '
+        f"thinking turned off (`disabled`), and `{model}` on Anthropic turns thinking off "
+        "only at effort `low`, `medium` or `high`"
+    )
+
+
+@pytest.mark.parametrize("model", ["claude-haiku-5-5", "claude-opus-5"])
+@pytest.mark.parametrize("level", ["xhigh", "max"])
+def test_the_options_effort_past_high_is_not_sent_beside_thinking_turned_off(
+    model: str, level: str
+) -> None:
+    """`disabled` at `xhigh` or `max` is answered 400 on Haiku 5.5 and Opus 5: beside
+    allama's `disabled` (`none`, or a forced tool) the option's effort is left out, with a
+    warning on `options`, refused under `ERROR`; the option's other `output_config` keys go."""
+    option = {"output_config": {"effort": level, "task_budget": 5}}
+    none = (
+        ChatRequest(model, reasoning_effort="none").user("x").with_option_json("anthropic", option)
+    )
+    forced = (
+        ChatRequest(model)
+        .user("x")
+        .with_tools([TOOL])
+        .with_tool_choice(FORCED_GET)
+        .with_option_json("anthropic", option)
+    )
+    for request in (none, forced):
+        body, warnings = _anthropic(request)
+        assert (body["thinking"], body["output_config"]) == (
+            {"type": "disabled"},
+            {"task_budget": 5},
+        )
+        assert _said(warnings) == [
+            (
+                WarningKind.UNSUPPORTED,
+                RequestField.OPTIONS,
+                f"{_off_at(model, level)}; it was not sent",
+            )
+        ]
+        with pytest.raises(UnsupportedError) as raised:
+            _anthropic(request.with_unsupported_policy(UnsupportedPolicy.ERROR))
+        assert (raised.value.field, str(raised.value)) == (
+            RequestField.OPTIONS,
+            f"cannot send `options`: {_off_at(model, level)}",
+        )
+
+
+def test_an_effort_up_to_high_goes_beside_thinking_turned_off() -> None:
+    request = (
+        ChatRequest("claude-haiku-5-5", reasoning_effort="none")
+        .user("x")
+        .with_option_json("anthropic", {"output_config": {"effort": "high"}})
+    )
+    body, warnings = _anthropic(request)
+    assert (body["thinking"], body["output_config"], warnings) == (
+        {"type": "disabled"},
+        {"effort": "high"},
+        [],
+    )
+
+
+def test_the_options_own_disabled_thinking_and_effort_past_high_go_as_given() -> None:
+    both = {"thinking": {"type": "disabled"}, "output_config": {"effort": "max"}}
+    body, warnings = _anthropic(
+        ChatRequest("claude-haiku-5-5").user("x").with_option_json("anthropic", both)
+    )
+    assert (body["thinking"], body["output_config"]) == ({"type": "disabled"}, {"effort": "max"})
+    assert _said(warnings) == [
+        (
+            WarningKind.UNSUPPORTED,
+            RequestField.OPTIONS,
+            '`output_config.effort` of the body option `anthropic` ("max") goes beside the '
+            "option's own `thinking` (`disabled`), and `claude-haiku-5-5` on Anthropic turns "
+            "thinking off only at effort `low`, `medium` or `high`; both were sent as given",
+        )
+    ]
+
+
+# Images checked as documents are
+
+
+def test_an_image_data_url_goes_without_whitespace_and_as_valid_base64() -> None:
+    wrapped = f"data:image/png;base64,{PNG_B64[:5]}\n {PNG_B64[5:]}"
+    body, warnings = _anthropic(ChatRequest(MODEL).user("x", ImagePart(url=wrapped)))
+    assert body["messages"][0]["content"][1] == {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": PNG_B64},
+    }
+    assert warnings == []
+    with pytest.raises(InvalidRequestError) as raised:
+        _anthropic(ChatRequest(MODEL).user("x", ImagePart(url="data:image/png;base64,no!!")))
+    assert str(raised.value) == "the image's data URL holds no valid base64"
+
+
+@pytest.mark.parametrize(
+    "image",
+    [ImagePart(url="data:image/png;base64,"), ImagePart(data=b"", media_type="image/png")],
+)
+def test_an_image_of_no_data_is_refused_before_sending(image: ImagePart) -> None:
+    target, recorder = provider("anthropic", (200, {}))
+    with pytest.raises(InvalidRequestError) as raised:
+        target.chat(ChatRequest(MODEL).user("x", image))
+    assert str(raised.value) == "the image holds no data, which Anthropic refuses"
+    assert recorder.bodies == []
+
+
+# A tool call the next user turn does not answer
+
+
+def test_a_tool_call_left_unanswered_before_the_next_user_turn_is_refused() -> None:
+    request = (
+        ChatRequest(MODEL)
+        .with_tools([TOOL])
+        .user("x")
+        .assistant([ToolCall(id="toolu_1", name="get", arguments='{"q":"a"}')])
+        .user("never mind")
+    )
+    target, recorder = provider("anthropic", (200, {}))
+    with pytest.raises(InvalidRequestError) as raised:
+        target.chat(request)
+    assert str(raised.value) == (
+        "the tool call `toolu_1` of the assistant turn at `messages[1]` got no tool result "
+        "before the next user turn (`messages[2]`), and Anthropic needs each call's result "
+        "right after it"
+    )
+    assert recorder.bodies == []
+
+
+def test_unanswered_calls_are_named_by_the_callers_ids() -> None:
+    """Ids Anthropic refuses go renamed (`functions.get:0` as `functions_get_0`); the error
+    names them as the caller gave them, and counts system messages in the index."""
+    calls = [
+        ToolCall(id="functions.get:0", name="get", arguments='{"q":"a"}'),
+        ToolCall(id="functions.get:1", name="get", arguments='{"q":"b"}'),
+        ToolCall(id="toolu_3", name="get", arguments='{"q":"c"}'),
+    ]
+    request = (
+        ChatRequest(MODEL)
+        .with_tools([TOOL])
+        .system("s")
+        .user("x")
+        .assistant(calls)
+        .tool_result("functions.get:1", "b")
+        .user("and?")
+    )
+    with pytest.raises(InvalidRequestError) as raised:
+        _anthropic(request)
+    assert str(raised.value) == (
+        "the tool calls `functions.get:0`, `toolu_3` of the assistant turn at `messages[2]` "
+        "got no tool result before the next user turn (`messages[3]`), and Anthropic needs "
+        "each call's result right after it"
+    )
+    answered = request.tool_result("functions.get:0", "a").tool_result("toolu_3", "c")
+    body, _ = _anthropic(answered)
+    assert [block["tool_use_id"] for block in body["messages"][2]["content"][:3]] == [
+        "functions_get_1",
+        "functions_get_0",
+        "toolu_3",
+    ]

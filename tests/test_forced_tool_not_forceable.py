@@ -1,6 +1,6 @@
 """A forced tool on a Claude model that cannot be forced to call one is noted in the record.
 
-The 5.5 generation, Fable and Mythos take no forced `tool_choice`: the adapter offers the
+Opus and Sonnet 5.5, Fable and Mythos take no forced `tool_choice`: the adapter offers the
 extraction tool with `{"type": "auto"}` and a warning on `tool_choice`. The record keeps that
 warning in `notes` (the model may answer without calling the tool), and the enforcement
 stays the tool's: a strict tool the model calls still holds its arguments to the schema.
@@ -26,7 +26,6 @@ KEY = "sk-ant-test-1234"
 UNFORCEABLE = (
     "claude-opus-5-5",
     "claude-sonnet-5-5",
-    "claude-haiku-5-5",
     "claude-fable-1",
     "claude-mythos-1",
 )
@@ -168,7 +167,7 @@ def test_auto_falls_back_to_the_offered_tool_for_a_map_and_notes_it() -> None:
 
 
 def test_a_streamed_forced_tool_offered_not_forced_is_noted() -> None:
-    model = "claude-haiku-5-5"
+    model = "claude-mythos-1"
     server = _Server(_streamed_call(model, {"city": "Paris", "population": 2}))
     request = ChatRequest(model).user("Paris, 2.").with_option(ExtractionMode.FORCED_TOOL)
     with allama.extract_stream(server.provider(), City, request) as stream:

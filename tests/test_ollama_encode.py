@@ -245,7 +245,8 @@ def test_documents_plain_text_as_text_and_the_rest_refused() -> None:
     assert fields(warnings) == [("documents", "unsupported")] * 3
     assert [w.message for w in warnings] == [
         "Ollama takes plain-text documents only, not application/pdf; it was left out",
-        "Ollama takes no document by URL, only plain text given as bytes; it was left out",
+        "Ollama takes no document by URL, only plain text given as bytes or in a data URL; "
+        "it was left out",
         "Ollama takes plain-text documents as UTF-8 text, which this one is not; it was left out",
     ]
     pdf = ChatRequest(MODEL).user("x", DocumentPart(data=b"%PDF", media_type="application/pdf"))

@@ -1,6 +1,7 @@
-"""Ollama's `think` and images, as sent: `reasoning_effort="none"` on gpt-oss (which cannot
-stop reasoning), a body option's own `think` in place of allama's, and image data URLs
-whose scheme or `base64` marker are not lower-case."""
+"""Ollama's `think`, images and documents, as sent: `reasoning_effort="none"` on gpt-oss
+(which cannot stop reasoning), a body option's own `think` in place of allama's, image data
+URLs whose scheme or `base64` marker are not lower-case, and plain-text documents read as
+Anthropic's encoder reads them (media type parameters, charset, data URLs)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from tests._recording import Recorder, provider
 from allama import ChatRequest
 from allama.errors import InvalidRequestError, UnsupportedError
 from allama.types import (
+    DocumentPart,
     FieldSubject,
     ImagePart,
     RequestField,
@@ -209,3 +211,89 @@ def test_an_image_url_is_still_left_out_with_a_warning() -> None:
             "Ollama takes images only as their bytes, not by URL; the image was left out",
         )
     ]
+
+
+# Plain-text documents
+
+
+def _text(data: str) -> str:
+    return base64.b64encode(data.encode()).decode()
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        DocumentPart(data=b"notes", media_type="text/plain; charset=utf-8"),
+        DocumentPart(data=b"notes", media_type="Text/Plain"),
+        DocumentPart(url=f"data:text/plain;base64,{_text('notes')}"),
+        DocumentPart(url="DATA:TEXT/PLAIN;charset=utf-8;BASE64,bm90\n ZXM="),  # wrapped
+        DocumentPart(url=f"data:;base64,{_text('notes')}"),  # RFC 2397: text/plain
+        DocumentPart(url=f"data:;base64,{_text('notes')}", media_type="text/plain"),
+    ],
+)
+def test_a_plain_text_document_goes_as_text_whatever_its_media_type_says(
+    document: DocumentPart,
+) -> None:
+    body, warnings = chat(ChatRequest("llama3.2").user("Summarise", document))
+    assert body["messages"] == [{"role": "user", "content": "Summarise\n\nnotes"}]
+    assert warnings == []
+
+
+def test_a_plain_text_document_is_read_in_its_charset() -> None:
+    document = DocumentPart(
+        data="café".encode("latin-1"), media_type="text/plain; charset=ISO-8859-1"
+    )
+    body, warnings = chat(ChatRequest("llama3.2").user("x", document))
+    assert (body["messages"][0]["content"], warnings) == ("x\n\ncafé", [])
+    wrong = DocumentPart(data=b"\xff\xfe\xfa", media_type='text/plain; charset="utf-16-le"')
+    body, warnings = chat(ChatRequest("llama3.2").user("x", wrong))
+    assert (body["messages"][0]["content"], warnings) == (
+        "x",
+        [
+            (
+                FieldSubject(field=RequestField.DOCUMENTS),
+                WarningKind.UNSUPPORTED,
+                "Ollama takes plain-text documents as text in their charset (utf-16-le), which "
+                "this one is not; it was left out",
+            )
+        ],
+    )
+
+
+def test_a_document_data_url_of_another_type_and_a_document_url_are_left_out() -> None:
+    request = ChatRequest("llama3.2").user(
+        "x",
+        DocumentPart(url="data:application/pdf;base64,JVBERg==", media_type="text/plain"),
+        DocumentPart(url="https://example.com/data:text/plain;base64,eA=="),
+    )
+    body, warnings = chat(request)
+    assert body["messages"] == [{"role": "user", "content": "x"}]
+    assert [message for _, _, message in warnings] == [
+        "Ollama takes plain-text documents only, not application/pdf; it was left out",
+        "Ollama takes no document by URL, only plain text given as bytes or in a data URL; it "
+        "was left out",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("document", "error"),
+    [
+        (DocumentPart(url="data:text/plain,notes"), "a document data URL must be base64-encoded"),
+        (
+            DocumentPart(url="data:text/plain;base64,no!!"),
+            "the document's data URL holds no valid base64",
+        ),
+        (
+            DocumentPart(data=b"notes", media_type="text/plain; charset=x-unknown"),
+            "a text/plain document names charset x-unknown, which allama cannot read",
+        ),
+    ],
+)
+def test_a_document_allama_cannot_read_is_invalid_before_sending(
+    document: DocumentPart, error: str
+) -> None:
+    target, recorder = provider("ollama", (200, ANSWER), base_url="http://127.0.0.1:9")
+    with pytest.raises(InvalidRequestError) as caught:
+        target.chat(ChatRequest("llama3.2").user("x", document))
+    assert str(caught.value) == error
+    assert recorder.bodies == []

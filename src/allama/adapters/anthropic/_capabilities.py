@@ -49,6 +49,9 @@ class ClaudeFamily:
     can_disable: bool = False
     """`{type: "disabled"}` is accepted (needed to force a tool where thinking is on by
     default)."""
+    disable_efforts: tuple[str, ...] | None = None
+    """The `output_config.effort` levels `{type: "disabled"}` goes with, where not every
+    level does (`None`: any); the family's default effort is among them."""
     forced_tool: CapabilitySupport = S
     sampling: bool = True
     """`temperature` and `top_p` are accepted (newer families answer 400)."""
@@ -89,7 +92,11 @@ _ALL_EFFORTS = ("low", "medium", "high", "xhigh", "max")
 
 
 def _thinking_always(
-    pattern: str, *, forced_tool: CapabilitySupport = S, can_disable: bool = False
+    pattern: str,
+    *,
+    forced_tool: CapabilitySupport = S,
+    can_disable: bool = False,
+    disable_efforts: tuple[str, ...] | None = None,
 ) -> ClaudeFamily:
     """A family of the 5 generation: adaptive thinking on by default, no sampling, no prefill."""
     return ClaudeFamily(
@@ -100,22 +107,33 @@ def _thinking_always(
         efforts=_ALL_EFFORTS,
         thinks_by_default=True,
         can_disable=can_disable,
+        disable_efforts=disable_efforts,
         forced_tool=forced_tool,
         sampling=False,
         prefill=False,
     )
 
 
+# `{type: "disabled"}` at these efforts only: on Haiku 5.5 it works at `low`, `medium` and
+# `high`, and at `xhigh` and `max` the request returns 400 (Anthropic, "Prompting Claude
+# Haiku 5.5", Use effort to control thinking); on Opus 5 it "is accepted at effort high or
+# below" (Anthropic, "What's new in Claude Opus 5.5", Thinking can't be disabled).
+_DISABLES_UP_TO_HIGH = ("low", "medium", "high")
+
 _CLAUDE_ROWS = (
-    # The 5.5 generation and Fable/Mythos: adaptive thinking always on, and no forced tool
+    # Opus and Sonnet 5.5 and Fable/Mythos: adaptive thinking always on, and no forced tool
     # choice at all ("tool_choice: type "tool" and "any" are not supported for this model").
     _thinking_always("claude-opus-5-5*", forced_tool=N),
     _thinking_always("claude-sonnet-5-5*", forced_tool=N),
-    _thinking_always("claude-haiku-5-5*", forced_tool=N),
     _thinking_always("claude-fable-*", forced_tool=N),
     _thinking_always("claude-mythos-*", forced_tool=N),
+    # Haiku 5.5: adaptive thinking by default, which can be turned off up to effort `high`
+    # (the references above; its thinking is "Adaptive", not "Adaptive (always on)", in the
+    # Haiku 5.5 overview); neither its "What's new" nor its migration guide lists a refused
+    # forced `tool_choice`, which is forced as Opus 5's is, with thinking off.
+    _thinking_always("claude-haiku-5-5*", can_disable=True, disable_efforts=_DISABLES_UP_TO_HIGH),
     # Opus 5 and Sonnet 5: adaptive thinking by default, which can be turned off.
-    _thinking_always("claude-opus-5*", can_disable=True),
+    _thinking_always("claude-opus-5*", can_disable=True, disable_efforts=_DISABLES_UP_TO_HIGH),
     _thinking_always("claude-sonnet-5*", can_disable=True),
     # Opus 4.7 and 4.8: adaptive only (`enabled` answers 400), off unless asked, no sampling.
     ClaudeFamily(

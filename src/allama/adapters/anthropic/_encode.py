@@ -4,8 +4,8 @@ What the model family cannot honour goes through `Degradations` (dropped with a 
 under `UnsupportedPolicy.WARN`, refused before sending under `ERROR`). Two things are
 refused before sending whatever the policy, because Anthropic would only answer 400: a
 response format whose schema its grammar cannot hold (so that automatic extraction falls
-back to a forced tool, as the seed describes), and a tool call whose arguments are not a
-JSON object.
+back to a forced tool, as the seed describes), a tool call whose arguments are not a
+JSON object, and a tool call the next user turn gives no result for.
 
 The Messages API reports no log-probabilities, and has no plain-text choice output:
 `request.logprobs` and a `choice` response format are refused under the policy.
@@ -22,7 +22,7 @@ from __future__ import annotations
 import base64
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any, TypeGuard
@@ -89,12 +89,13 @@ is not sent where it differs from the call's (`chat` reads no stream), with a wa
 forces, or its `temperature`, `top_k` or `top_p` beside the thinking `reasoning_effort`
 turns on (Anthropic refuses either pair; the option's own pair goes with a warning). Its
 `tool_choice` forcing a call is not sent without tools, or to a family that cannot be
-forced, with a warning on `options`. Its thinking budget is counted in the `max_tokens`
-allama fills in, and lowered below the request's (or the family's limit), with a warning
-on `options`, unless an `interleaved-thinking-*` beta lets it exceed `max_tokens`; below
-the option's own `max_tokens` fits the budget `reasoning_effort` gives. Its `thinking` or
-`output_config.effort` in place of what `reasoning_effort` asks goes with a warning on
-`reasoning_effort`."""
+forced, with a warning on `options`; nor is its `output_config.effort` at a level where the
+family refuses thinking turned off, beside allama's `disabled`. Its thinking budget is
+counted in the `max_tokens` allama fills in, and lowered below the request's (or the
+family's limit), with a warning on `options`, unless an `interleaved-thinking-*` beta lets
+it exceed `max_tokens`; below the option's own `max_tokens` fits the budget
+`reasoning_effort` gives. Its `thinking` or `output_config.effort` in place of what
+`reasoning_effort` asks goes with a warning on `reasoning_effort`."""
 
 DEFAULT_MAX_TOKENS = 16_384
 """`max_tokens` when the request sets none (Anthropic requires it): this, or the family's
@@ -196,8 +197,10 @@ class _Encoder:
         user turn after tool calls beginning with their results)."""
         system: list[dict[str, Any]] = []
         turns: list[dict[str, Any]] = []
+        made_of: list[list[int]] = []  # each turn's messages, by index in the request's
         moved = False
-        for message in with_tool_ids(self.request.messages, ANTHROPIC_IDS):
+        sent = with_tool_ids(self.request.messages, ANTHROPIC_IDS)
+        for index, message in enumerate(sent):
             if isinstance(message, SystemMessage | DeveloperMessage):
                 if message.content.strip():  # whitespace alone is refused, and says nothing
                     system.append({"type": "text", "text": message.content})
@@ -209,11 +212,14 @@ class _Encoder:
                 continue
             if turns and turns[-1]["role"] == role:
                 turns[-1]["content"].extend(blocks)
+                made_of[-1].append(index)
             else:
                 turns.append({"role": role, "content": blocks})
-        for before, turn in pairwise(turns):
+                made_of.append([index])
+        for at, (before, turn) in enumerate(pairwise(turns)):
             if turn["role"] == "user" and _uses_tools(before):
                 turn["content"] = _results_first(turn["content"])
+                self.answered(before, turn, sent, made_of[at], made_of[at + 1][0])
         if moved:
             self.degradations.approximate(
                 RequestField.SYSTEM,
@@ -236,6 +242,43 @@ class _Encoder:
                 "its own last turn"
             )
         return system or None, turns
+
+    def answered(
+        self,
+        calls: dict[str, Any],
+        turn: dict[str, Any],
+        sent: Sequence[Message],
+        made_of: list[int],
+        next_user: int,
+    ) -> None:
+        """Refuse tool calls the user's next turn gives no result for: Anthropic answers 400
+        ("tool_use ids were found without tool_result blocks immediately after"). Named by
+        the caller's ids and the index of the turns in `request.messages`."""
+        results = {block["tool_use_id"] for block in turn["content"] if _is(block, "tool_result")}
+        missing = [
+            block["id"]
+            for block in calls["content"]
+            if _is(block, "tool_use") and block["id"] not in results
+        ]
+        if not missing:
+            return
+        given: dict[str, tuple[str, int]] = {}  # an id as sent: the caller's, and its turn
+        for index in made_of:
+            message = sent[index]
+            if isinstance(message, AssistantMessage):
+                own = self.request.messages[index]
+                assert isinstance(own, AssistantMessage)
+                for call, asked in zip(message.tool_calls, own.tool_calls, strict=True):
+                    given.setdefault(call.id, (asked.id, index))
+        named = [given.get(call_id, (call_id, made_of[0])) for call_id in missing]
+        ids = ", ".join(f"`{call_id}`" for call_id, _ in named)
+        where = ", ".join(sorted({f"`messages[{index}]`" for _, index in named}))
+        noun = "the tool call" if len(named) == 1 else "the tool calls"
+        raise self.invalid(
+            f"{noun} {ids} of the assistant turn at {where} got no tool result before the "
+            f"next user turn (`messages[{next_user}]`), and {self.profile.display_name} needs "
+            "each call's result right after it"
+        )
 
     def message(self, message: Message) -> tuple[str, list[dict[str, Any]]]:
         if isinstance(message, UserMessage):
@@ -326,13 +369,25 @@ class _Encoder:
             media_type = media_type or own  # the URL's, else the part's
             if not encoded:
                 raise self.invalid("an image data URL must be base64-encoded")
+            # Checked as a document's is, and sent without the whitespace a wrapped data
+            # URL may hold: Anthropic takes its `data` as base64 alone.
+            data = "".join(data.split())
+            try:
+                raw = base64.b64decode(data, validate=True)
+            except ValueError:
+                raise self.invalid("the image's data URL holds no valid base64") from None
         else:
             media_type = own
-            data = base64.b64encode(part.data or b"").decode("ascii")
+            raw = part.data or b""
+            data = base64.b64encode(raw).decode("ascii")
         if media_type not in _IMAGE_TYPES:
             raise self.invalid(
                 f"{self.profile.display_name} takes JPEG, PNG, GIF and WebP images, "
                 f"not {media_type or 'one of no media type'}"
+            )
+        if not raw:
+            raise self.invalid(
+                f"the image holds no data, which {self.profile.display_name} refuses"
             )
         return {"type": "base64", "media_type": media_type, "data": data}
 
@@ -1119,6 +1174,7 @@ class _Encoder:
                     body[key] = value
             self.option_replaced(body, output, choice)
             self.effort_replaced(body, thinking, effort)
+            self.effort_beside_disabled(body)
         if request.max_output_tokens != max_tokens:  # filled in (Anthropic requires one), or
             given = {**given, "max_tokens": body.get("max_tokens")}  # lowered to the family's
         if given:
@@ -1170,6 +1226,50 @@ class _Encoder:
                 Warning.unsupported(RequestField.REASONING_EFFORT, f"{what} {said}")
             )
 
+    def effort_beside_disabled(self, body: dict[str, Any]) -> None:
+        """Leave out the body option's `output_config.effort` at a level where the family
+        refuses thinking turned off (Opus 5 and Haiku 5.5 answer 400 to `disabled` at
+        `xhigh` and `max`, levels `reasoning_effort` does not name, so the effort is the
+        option's). Beside allama's `disabled` (`reasoning_effort="none"`, a forced tool) it
+        is not sent, with a warning on `options` (refused under `UnsupportedPolicy.ERROR`);
+        beside the option's own `disabled` both are sent as given, with a warning."""
+        allowed = self.family.disable_efforts
+        theirs = self.option.get("output_config") if self.sends("output_config") else None
+        config = body.get("output_config")
+        thinking = body.get("thinking")
+        if (
+            allowed is None
+            or not isinstance(theirs, dict)
+            or "effort" not in theirs
+            or not isinstance(config, dict)
+            or not isinstance(thinking, dict)
+            or thinking.get("type") != "disabled"
+            or config.get("effort") in allowed
+        ):
+            return
+        levels = ", ".join(f"`{level}`" for level in allowed[:-1])
+        rule = f"{self.where} turns thinking off only at effort {levels} or `{allowed[-1]}`"
+        what = f"{_option_field('output_config.effort')} ({_json(config.get('effort'))})"
+        if self.sends("thinking"):
+            self.degradations.warn(
+                Warning.unsupported(
+                    RequestField.OPTIONS,
+                    f"{what} goes beside the option's own `thinking` (`disabled`), and "
+                    f"{rule}; both were sent as given",
+                )
+            )
+            return
+        self.degradations.refuse(
+            RequestField.OPTIONS,
+            f"{what} goes beside thinking turned off (`disabled`), and {rule}",
+            instead="it was not sent",
+        )
+        rest = {key: value for key, value in config.items() if key != "effort"}
+        if rest:
+            body["output_config"] = rest
+        else:
+            del body["output_config"]
+
     def warn_replaced(self, field: RequestField, where: str, theirs: Any) -> None:
         what = f"`{where}` of the body option `{BODY_OPTION}`"
         self.degradations.warn(replaced_by_option(self.request, field, what, theirs))
@@ -1191,7 +1291,8 @@ def encode_request(
     Raises `UnsupportedError` (stage `BEFORE_SENDING`) for what Anthropic cannot honour
     under `UnsupportedPolicy.ERROR`, and for a response format it cannot enforce under any
     policy; `InvalidRequestError` for a conversation it cannot take (tool call arguments
-    that are not an object, an image of another type, no message but system ones), for
+    that are not an object, a tool call the next user turn gives no result for, an image
+    of another type, of no data or of invalid base64, no message but system ones), for
     a tool whose parameters are not an object or hold a root `allOf` that cannot be folded
     into the root, and for tools of one name.
     """
@@ -1322,6 +1423,10 @@ def _results(message: dict[str, Any]) -> bool:
     return message["role"] == "user" and any(
         block["type"] == "tool_result" for block in message["content"]
     )
+
+
+def _is(block: object, kind: str) -> bool:
+    return isinstance(block, dict) and block.get("type") == kind
 
 
 def _uses_tools(turn: dict[str, Any]) -> bool:

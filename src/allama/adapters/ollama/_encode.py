@@ -11,7 +11,8 @@ What Ollama cannot honour goes through `Degradations` (dropped with a warning un
   Ollama drops a property's `$ref`, so tool parameters go with their local `$ref`s inlined
   (`_parameters`); a recursion cut where Ollama drops what is left is said on `tools`.
 - Images go as base64 in the message's `images`; an image URL cannot be sent. Documents go
-  as text when they are plain text; any other document cannot be sent.
+  as text when they are plain text (bytes or a data URL, read in their charset); any other
+  document cannot be sent.
 - A tool result has no error flag; its text goes as the `tool` message's content.
 
 Messages. A message holds one `content` string: the text parts of a user turn (and its
@@ -67,7 +68,7 @@ from typing import Any, NamedTuple
 
 from allama._degradations import FORMAT_NOT_SENT, Degradations, option_tools
 from allama.adapters._arguments import call_arguments
-from allama.adapters._data_urls import data_url
+from allama.adapters._data_urls import data_url, part_media_type
 from allama.adapters._http import (
     HttpRequest,
     option_fields,
@@ -210,17 +211,42 @@ class _Encoder:
         return inline.data
 
     def document(self, part: DocumentPart) -> str | None:
-        """A plain-text document's text; `None` (with a warning) for any other document."""
+        """A plain-text document's text, given as bytes or in a data URL and read in its
+        charset (UTF-8 where it names none), as Anthropic's encoder reads one: the media
+        type without its case and parameters (`text/plain; charset=utf-8` is plain text), a
+        data URL's own type over the part's (its charset is not read), RFC 2397's
+        text/plain where neither names one. `None` (with a warning) for any other document,
+        and for a URL that is no data URL."""
         display = self.profile.display_name
-        if part.data is None:
-            why = "takes no document by URL, only plain text given as bytes"
-        elif part.media_type != "text/plain":
-            why = f"takes plain-text documents only, not {part.media_type}"
+        inline = None if part.url is None else data_url(part.url)
+        media_type, charset = part_media_type(part.media_type)
+        data: bytes | None
+        if inline is not None:
+            if not inline.base64:
+                raise self.invalid("a document data URL must be base64-encoded")
+            try:
+                data = base64.b64decode("".join(inline.data.split()), validate=True)
+            except ValueError:
+                raise self.invalid("the document's data URL holds no valid base64") from None
+            if inline.media_type:
+                media_type, charset = inline.media_type, None
+            media_type = media_type or "text/plain"
+        else:
+            data = part.data
+        if data is None:
+            why = "takes no document by URL, only plain text given as bytes or in a data URL"
+        elif media_type != "text/plain":
+            why = f"takes plain-text documents only, not {media_type}"
         else:
             try:
-                return part.data.decode("utf-8")
+                return data.decode(charset or "utf-8")
+            except LookupError:
+                raise self.invalid(
+                    f"a text/plain document names charset {charset}, which allama cannot read"
+                ) from None
             except UnicodeDecodeError:
-                why = "takes plain-text documents as UTF-8 text, which this one is not"
+                read = "UTF-8 text" if charset is None else f"text in their charset ({charset})"
+                why = f"takes plain-text documents as {read}, which this one is not"
         self.degradations.refuse(
             RequestField.DOCUMENTS, f"{display} {why}", instead="it was left out"
         )
