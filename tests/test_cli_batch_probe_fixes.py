@@ -718,3 +718,36 @@ def test_the_first_ctrl_c_is_answered_at_once_by_a_progress_line(
     assert len(said) == 1 and said[0].startswith("progress: 3/7: 3 done, 0 failed, 4 in flight, ")
     assert said[0].endswith(", stopping: Ctrl-C again abandons those in flight")
     assert len(rows_of(out)) == 7  # (those in flight finished and were written)
+
+
+def test_a_run_whose_types_default_changed_says_where_the_schemas_differ(
+    server: _Recording, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A default computed when the module is imported differs in each process: the ledger
+    # said only "other settings (type, prompt, model or provider)", all of them the same.
+    module = tmp_path / "row.py"
+    source = tmp_path / "in.jsonl"
+    source.write_text('{"text": "doc 1"}\n')
+    for default in (1, 2):
+        module.write_text(
+            f"from pydantic import BaseModel\n\n\nclass Row(BaseModel):\n    n: int = {default}\n"
+        )
+        sys.modules.pop("row", None)
+        assert run(server, f"{module}:Row", source) == 0
+    lines = capsys.readouterr().err.splitlines()
+    assert len(server.bodies) == 2  # paid again: the key holds the schema
+    changed = (
+        "the type `Row` has another schema than in an earlier run of the ledger with this "
+        "provider and model (at `/properties/n/default`), so none of that run's inputs is "
+        "given from it: they are sent, and paid for, again; a default computed when the "
+        "module is imported (`uuid4()`, `datetime.now()`) differs in each process: "
+        "`Field(default_factory=...)` keeps it out of the schema"
+    )
+    assert (
+        "ledger: the document is not in it; its 1 input was extracted with other settings "
+        f"(type, prompt, model or provider), and stays: {changed}"
+    ) in lines
+    assert [line for line in lines if "another schema" in line] == [
+        line for line in lines if line.startswith(("ledger: the document", "the type"))
+    ]
+    assert len([line for line in lines if "another schema" in line]) == 2  # (and summary)

@@ -36,8 +36,8 @@ from typing_extensions import TypedDict
 
 import allama
 from _native_wire import extract_through
-from allama import ChatRequest, SchemaEnforcement
-from allama.mock import TestProvider
+from allama import ChatRequest, InvalidRequestError, SchemaEnforcement, ToolDefinition
+from allama.mock import MockProvider, TestProvider
 from allama.schema import (
     SchemaError,
     gemini_json_schema,
@@ -842,3 +842,57 @@ def test_enums_whose_listed_values_validate_are_still_extracted(tp: Any, listed:
     for value in listed:
         assert isinstance(TypeAdapter(tp).validate_json(json.dumps(value)), tp)
     assert isinstance(allama.extract(TestProvider(), tp, ChatRequest("m").user("x")).value, tp)
+
+
+class Exampled(BaseModel):
+    # Pydantic writes a model's own `json_schema_extra` as it is: a datetime stays one.
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"when": dt.datetime(2024, 1, 1, tzinfo=dt.UTC)}]}
+    )
+    when: dt.datetime
+
+
+NOT_JSON = (
+    "the response format `exampled` has a schema allama cannot read: the value at "
+    "`/examples/0/when` is not JSON"
+)
+
+
+@pytest.mark.parametrize("name", ["openai", "anthropic", "gemini", "ollama"])
+def test_a_schema_holding_no_json_is_refused_naming_its_place_not_a_bare_type_error(
+    name: str,
+) -> None:
+    # Refused while the request is encoded, before any connection (the port is discard's).
+    provider = allama.provider(name, api_key="k", base_url="http://127.0.0.1:9")
+    request = ChatRequest("m").user("x")
+    for call in (allama.extract, allama.Extractor().plan):
+        with pytest.raises(InvalidRequestError) as raised:
+            call(provider, Exampled, request)
+        assert str(raised.value) == NOT_JSON
+        cause = raised.value.__cause__
+        assert isinstance(cause, SchemaError) and cause.pointer == "/examples/0/when"
+    # The dialect rewrite says the same of the schema itself.
+    with pytest.raises(SchemaError) as unread:
+        openai_strict(type_schema(Exampled).schema)
+    assert str(unread.value) == "the value at `/examples/0/when` is not JSON"
+
+
+def test_the_mock_providers_refuse_a_schema_holding_no_json_as_providers_do() -> None:
+    request = ChatRequest("m").user("x")
+    scripted = MockProvider.with_text('{"when": "2024-01-01T00:00:00Z"}')
+    for provider in (scripted, TestProvider()):
+        for call in (allama.extract, allama.Extractor().plan):
+            with pytest.raises(InvalidRequestError) as raised:
+                call(provider, Exampled, request)
+            assert str(raised.value) == NOT_JSON
+    # Nothing was answered: the script's answer is left.
+    assert len(scripted._script) == 1
+    tool = ToolDefinition(name="when", parameters={"type": "object"})
+    held = tool.model_copy(
+        update={"parameters": {"type": "object", "default": dt.date(2024, 1, 1)}}
+    )
+    with pytest.raises(InvalidRequestError) as raised:
+        TestProvider().chat(request.model_copy(update={"tools": (held,)}))
+    assert str(raised.value) == (
+        "tool `when` has a schema allama cannot read: the value at `/default` is not JSON"
+    )

@@ -13,6 +13,7 @@ from typing import Any
 
 from allama.schema._rewrite import Rewrite, SchemaNote
 from allama.schema._types import derived
+from allama.schema._walk import check_json
 from allama.types import WarningKind
 
 __all__ = ["cached_rewrite", "unreported"]
@@ -31,7 +32,14 @@ def cached_rewrite(schema: dict[str, Any], kind: Hashable, make: Callable[[], Re
 
 
 def _by_text(schema: dict[str, Any], kind: Hashable, make: Callable[[], Rewrite]) -> Rewrite:
-    key = (kind, json.dumps(schema, separators=(",", ":"), ensure_ascii=False))
+    try:
+        text = json.dumps(schema, separators=(",", ":"), ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        # What no JSON holds (a `datetime` a model's `json_schema_extra` keeps): the
+        # `SchemaError` naming its place, as the dialect's own reading raises it.
+        check_json(schema)
+        return make()  # JSON in containers `json` does not write (a mapping proxy): not cached
+    key = (kind, text)
     cached = _BY_TEXT.get(key)
     if cached is None:
         cached = make()

@@ -102,7 +102,10 @@ from allama.extract._mode import ExtractionMode, SchemaEnforcement
 from allama.extract._output import dump_consumes, dump_reads_back, stored_names
 from allama.extract._parse import ReadAgainError, read_again
 from allama.provider import ChatProvider
+from allama.schema._errors import SchemaError
+from allama.schema._pointer import child, display
 from allama.schema._types import type_label, type_schema
+from allama.schema._walk import SCHEMA_MAPS, check_json
 from allama.types import ChatRequest, ChatResponse, FieldSubject, Usage, Warning
 from allama.wrappers._gate import Call, Gate, run_to_its_end, sending
 from allama.wrappers._gate import entered as gate_entered
@@ -353,6 +356,10 @@ class BatchSummary:
     a sync run's going on in its thread, its answer unread), and perhaps paid for, at a
     cost `cost` does not hold. Not one waiting out a retry's pause (`RetryingProvider`),
     its attempts so far answered."""
+    schema_changed: str | None = None
+    """Where the type's schema differs from that of an earlier run of the ledger of a type
+    of the same name, provider and model (`schema_change`): that run's inputs are not
+    given from the ledger, their keys holding its schema. Also a `RuntimeWarning`."""
     request_warnings: Counter[tuple[str, str]] = field(default_factory=Counter)
     """Inputs whose request the provider did not take as asked (`BatchResult.warnings`),
     by what the warning is about (a request field's name: `"temperature"`) and its kind
@@ -538,6 +545,8 @@ class BatchSummary:
                 f"{printable_label(label)} ${dollars(cost)}" for cost, label in self.costliest
             )
             out.append(f"most expensive: {shown}")
+        if self.schema_changed:
+            out.append(printable(self.schema_changed))
         if self.unkept:
             out.append(
                 f"not in the ledger: {self.unkept} ended by this run, which the ledger could "
@@ -1032,6 +1041,9 @@ def _spec(
         # The same, with no request: runs of requests a function builds and of a template
         # share it, and their inputs' keys may match (`_Agreement`).
         "types": _inputs_of(provider_key, tp, None),
+        # Kept whole, so that a later run of a type of the same name whose schema differs
+        # (a default computed at import) can say where (`schema_change`).
+        "schema": _schema_text(tp),
     }
     if provider_batch:
         settings["provider_batch"] = {"retry": job_retry}
@@ -1384,17 +1396,114 @@ def _type_digest(provider: str, tp: Any) -> Any:
     except TypeError:  # an unhashable type form: not kept
         found, key = None, None  # type: ignore[assignment]
     if found is None:
-        from allama.schema._types import type_schema
-
         found = hashlib.sha256()
         found.update(b"allama-batch-1\0")
         found.update(provider.encode())
         found.update(b"\0")
-        found.update(json.dumps(type_schema(tp).schema, sort_keys=True).encode())
+        found.update(_schema_text(tp).encode())
         found.update(b"\0")
         if key is not None and len(_TYPE_DIGESTS) < 256:
             _TYPE_DIGESTS[key] = found
     return found
+
+
+def _schema_text(tp: Any) -> str:
+    """The type's schema as keys hash it and a run's settings keep it: JSON, keys sorted. A
+    value no JSON holds (a `datetime` in a model's `json_schema_extra`, which pydantic
+    writes as it is) is the `SchemaError` a provider's encoding raises, naming its place."""
+    schema = type_schema(tp).schema
+    try:
+        return json.dumps(schema, sort_keys=True)
+    except (TypeError, ValueError, RecursionError):
+        try:
+            check_json(schema)
+        except SchemaError as error:
+            raise SchemaError(
+                error.pointer,
+                f"the type `{type_label(tp)}` has a schema allama cannot read: {error}",
+            ) from None
+        raise
+
+
+_SAME_JOB = ("type", "provider", "model")
+"""The settings of an earlier run that, the same, make its type's schema worth comparing."""
+
+
+def schema_change(earlier: Iterable[Mapping[str, Any]], mine: Mapping[str, Any]) -> str | None:
+    """Why no input of an earlier run of a type of the same name, provider and model is
+    given from the ledger to a run of settings `mine`: the first place where the schema of
+    the last such run in `earlier` (the settings of a ledger's other runs, in the order they
+    began) differs from this run's, a key holding the schema. `None` when one of them has
+    this run's schema (whose inputs are given), or none of them kept its own (a run of an
+    earlier version)."""
+    schema = mine.get("schema")
+    if not isinstance(schema, str):
+        return None
+    last: str | None = None
+    for theirs in earlier:
+        if not isinstance(theirs, Mapping):
+            continue
+        kept = theirs.get("schema")
+        if not isinstance(kept, str) or any(theirs.get(n) != mine.get(n) for n in _SAME_JOB):
+            continue
+        if kept == schema:
+            return None
+        last = kept
+    if last is None:
+        return None
+    try:
+        tokens = _first_difference(json.loads(last), json.loads(schema))
+    except (ValueError, RecursionError):  # a ledger's text that is no JSON
+        return None
+    if tokens is None:
+        return None
+    said = (
+        f"the type `{mine.get('type')}` has another schema than in an earlier run of the "
+        f"ledger with this provider and model (at `{display(child('', *tokens))}`), so "
+        "none of that run's inputs is given from it: they are sent, and paid for, again"
+    )
+    if any(
+        token == "default" and (at == 0 or tokens[at - 1] not in SCHEMA_MAPS)
+        for at, token in enumerate(tokens)
+    ):
+        said += (
+            "; a default computed when the module is imported (`uuid4()`, `datetime.now()`) "
+            "differs in each process: `Field(default_factory=...)` keeps it out of the schema"
+        )
+    return said
+
+
+_ABSENT = object()
+"""A key one of two schemas compared has and the other has not."""
+
+
+def _first_difference(theirs: Any, mine: Any) -> list[str | int] | None:
+    """The tokens of the first place (depth first, keys in order) where two JSON values
+    differ, a value of another type (`1` and `1.0`) included; `None` when they are equal.
+    Iterative: a schema may nest deeper than the interpreter recurses."""
+    stack: list[tuple[Any, Any, tuple[str | int, ...]]] = [(theirs, mine, ())]
+    while stack:
+        one, other, at = stack.pop()
+        if type(one) is dict and type(other) is dict:
+            keys = sorted(one.keys() | other.keys())
+            stack.extend(
+                (one.get(key, _ABSENT), other.get(key, _ABSENT), (*at, key))
+                for key in reversed(keys)
+            )
+        elif type(one) is list and type(other) is list:
+            both = min(len(one), len(other))
+            if len(one) != len(other):  # the first item one of them has not, after the rest
+                stack.append(
+                    (
+                        one[both] if both < len(one) else _ABSENT,
+                        other[both] if both < len(other) else _ABSENT,
+                        (*at, both),
+                    )
+                )
+            stack.extend((one[i], other[i], (*at, i)) for i in reversed(range(both)))
+        elif type(one) is not type(other) or one != other:
+            return list(at)
+    return None
 
 
 # The run
@@ -2879,6 +2988,22 @@ class _Runner:
         self.ledger = LedgerWriter(self.book)
         self.carry_from(self.book)
         self.writers.update(self.book.settings_of_runs(*_WRITERS_SETTINGS))
+        self.say_schema_change(self.book)
+
+    def say_schema_change(self, book: Ledger) -> None:
+        """Warn, once at the start, where the type's schema differs from that of an earlier
+        run of a type of the same name, provider and model (`schema_change`): its inputs,
+        whose keys hold the schema, are all sent again, which nothing else says."""
+        kept = book.settings_of_runs(*_SAME_JOB, "schema")
+        earlier = [
+            {name: kept[name].get(run_id) for name in kept}
+            for run_id in kept["schema"]
+            if run_id != book.run_id
+        ]
+        said = schema_change(earlier, self.spec.settings)
+        if said is not None:
+            self.summary.schema_changed = said
+            warnings.warn(said, RuntimeWarning, stacklevel=2)
 
     def _writers(self, row: LedgerRow, name: str) -> str | None:
         """The setting `name` of the run that finished `row`; `None` where it kept none."""

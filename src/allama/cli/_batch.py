@@ -20,6 +20,7 @@ import signal
 import stat
 import sys
 import time
+import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -1059,11 +1060,17 @@ def _in_ledger(run: Any, ledger: Path) -> str | None:
     none = "the document is not" if total == 1 else f"none of these {total} {noun} is"
     if _runs_alike(ledger, spec.settings.get("inputs")):
         return f"ledger: {none} in it; it holds {held} other{'' if held == 1 else 's'}"
+    from allama.batch._ledger import runs_settings
+    from allama.batch._run import schema_change
+
     inputs = "input was" if held == 1 else "inputs were"
-    return (
+    said = (
         f"ledger: {none} in it; its {held} {inputs} extracted with other settings (type, "
         f"prompt, model or provider), and stay{'s' if held == 1 else ''}"
     )
+    # The type of an earlier run's name, provider and model with another schema: where.
+    changed = schema_change(runs_settings(ledger), spec.settings)
+    return said if changed is None else f"{said}: {changed}"
 
 
 _NOT_SENT = frozenset({"done", "failed", "submitted", "running"})
@@ -1462,6 +1469,11 @@ def _execute(args: argparse.Namespace, prepared: _Prepared, interrupts: _Interru
         if started is not None:
             print(printable(started), file=sys.stderr)
         inputs = prepared.inputs
+        # A type's schema changed since an earlier run is said in the ledger's line before
+        # the run and in its summary: not a third time, as Python's raw warning.
+        warnings.filterwarnings(
+            "ignore", message=r"the type `.*` has another schema than", category=RuntimeWarning
+        )
         try:
             run = allama.batch(
                 prepared.provider,

@@ -19,6 +19,8 @@ from allama.mock._builder import ChatResponseBuilder
 from allama.mock._events import response_events
 from allama.mock._structured import MockScriptError, Structured
 from allama.provider import capabilities_only
+from allama.schema._errors import SchemaError
+from allama.schema._walk import check_json
 from allama.stream import AsyncChatStream, ChatStream, aiter_events, with_paid
 from allama.types import (
     CapabilitySupport,
@@ -85,20 +87,35 @@ class _Recorder:
     ) -> ChatValidation:
         if not isinstance(request, ChatRequest):
             raise not_a_request(request)
-        self._refuse_no_messages(request)
+        self._refuse_unsendable_anywhere(request)
         return capabilities_only()
 
     def _invalid(self, message: str) -> InvalidRequestError:
         return InvalidRequestError(message).mark_authored().with_provider(self.name)
 
-    def _refuse_no_messages(self, request: ChatRequest) -> None:
-        """Refuse a request with no messages, as every provider does before sending (a bug
-        in the code that builds it, which a test should see)."""
+    def _refuse_unsendable_anywhere(self, request: ChatRequest) -> None:
+        """Refuse what every provider refuses before sending (a bug in the code that builds
+        the request, which a test should see): no messages, or a schema no JSON holds (a
+        `datetime` a model's `json_schema_extra` keeps), refused as a provider's encoding
+        refuses it."""
         if not request.messages:
             raise self._invalid(
                 f"`{self.name}` needs at least one message, as every provider does, and the "
                 "request has none to send"
             )
+        fmt = request.response_format
+        if fmt is not None and fmt.json_schema is not None:
+            self._refuse_not_json(
+                fmt.json_schema, f"the response format `{fmt.name or 'response'}`"
+            )
+        for tool in request.tools:
+            self._refuse_not_json(tool.parameters, f"tool `{tool.name}`")
+
+    def _refuse_not_json(self, schema: Any, subject: str) -> None:
+        try:
+            check_json(schema)
+        except SchemaError as error:
+            raise self._invalid(f"{subject} has a schema allama cannot read: {error}") from error
 
     def _record(self, request: ChatRequest) -> int:
         """Record `request`; its number among the calls (from 1), taken under the same lock,
@@ -222,7 +239,7 @@ class MockProvider(_Recorder):
 
     def _next(self, request: ChatRequest) -> ChatResponse:
         number = self._record(request)
-        self._refuse_no_messages(request)  # before the script: nothing was sent to answer
+        self._refuse_unsendable_anywhere(request)  # before the script: nothing was sent
         with self._lock:
             if not self._script:
                 raise MockScriptExhausted(f"{self.name}: call {number} has no scripted answer")
@@ -424,7 +441,7 @@ class MockStreamingProvider(_Recorder):
     def _next(self, request: ChatRequest) -> tuple[Sequence[StreamItem], str]:
         """The next stream's items, and the provider it reports (a scripted response's)."""
         number = self._record(request)
-        self._refuse_no_messages(request)  # before the script: nothing was sent to answer
+        self._refuse_unsendable_anywhere(request)  # before the script: nothing was sent
         with self._lock:
             if not self._streams:
                 raise MockScriptExhausted(f"{self.name}: call {number} has no scripted stream")
@@ -480,7 +497,7 @@ class FunctionProvider(_Recorder):
 
     def chat(self, request: ChatRequest) -> ChatResponse:
         number = self._record(request)
-        self._refuse_no_messages(request)
+        self._refuse_unsendable_anywhere(request)
         response: object = self._answer(request)
         if inspect.isawaitable(response):
             close = getattr(response, "close", None)

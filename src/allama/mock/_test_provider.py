@@ -284,8 +284,9 @@ class TestProvider(_Recorder):
 
     def _refuse_unsendable(self, request: ChatRequest) -> None:
         """Refuse what every provider, or the strictest, refuses before sending: a request
-        with no messages, a tool whose parameters are no object schema."""
-        self._refuse_no_messages(request)
+        with no messages, a schema no JSON holds, a tool whose parameters are no object
+        schema."""
+        self._refuse_unsendable_anywhere(request)
         for tool in request.tools:
             self._parameters(request, tool)
 

@@ -27,6 +27,7 @@ __all__ = [
     "SCHEMA_MAPS",
     "SCHEMA_SINGLE",
     "SchemaIndex",
+    "check_json",
     "copy_json",
     "preflight",
 ]
@@ -195,8 +196,10 @@ def _draft(root: Mapping[str, Any]) -> int:
     return 2020
 
 
-def _check_json(schema: Mapping[str, Any]) -> bool:
+def check_json(schema: Mapping[str, Any]) -> bool:
     """Depth and JSON types of every value, iteratively (a self-containing dict stops at depth).
+    What is wrong is a `SchemaError` naming its place (a `datetime` pydantic left in a model's
+    `json_schema_extra`), where `json.dumps` raises a bare `TypeError`.
 
     Returns whether the schema is plain JSON data (dicts and lists only). Scalars are checked
     where they sit, without a visit of their own; when something is wrong, a second walk
@@ -247,7 +250,7 @@ def _spell(link: Any) -> str:
 
 
 def _check_json_slowly(schema: Mapping[str, Any]) -> bool:
-    """`_check_json` keeping the path to each value, to name the place of what is wrong."""
+    """`check_json` keeping the path to each value, to name the place of what is wrong."""
     plain = True
     stack: list[tuple[Any, int, Any]] = [(schema, 0, None)]
     while stack:
@@ -479,7 +482,7 @@ def preflight(schema: Any) -> SchemaIndex:
     """Check that `schema` can be walked and index its references; `SchemaError` if not."""
     if not isinstance(schema, Mapping):
         raise SchemaError("", "the schema at `/` must be a JSON object")
-    plain = _check_json(schema)
+    plain = check_json(schema)
     root_id = schema.get("$id", schema.get("id"))
     base = (
         root_id.partition("#")[0]
