@@ -1550,6 +1550,89 @@ def test_the_options_own_disabled_thinking_and_effort_past_high_go_as_given() ->
     ]
 
 
+# Claude Sonnet 5.5: thinking turned off by `between_tools`, up to effort `high`
+
+SONNET_5_5 = "claude-sonnet-5-5"
+NOTES = (
+    WarningKind.APPROXIMATED,
+    RequestField.REASONING_EFFORT,
+    "`claude-sonnet-5-5` on Anthropic turns off only the thinking before it answers "
+    "(`between_tools`): between tool calls it still writes short notes as thinking",
+)
+
+
+def test_sonnet_5_5_turns_thinking_off_with_between_tools_not_disabled() -> None:
+    """`disabled` answers 400 on Sonnet 5.5; `between_tools`, its lowest setting, answers in
+    text alone where no tools are used ("What's new in Claude Sonnet 5.5")."""
+    for policy in (UnsupportedPolicy.WARN, UnsupportedPolicy.ERROR):
+        request = ChatRequest(SONNET_5_5, reasoning_effort="none", unsupported_policy=policy)
+        body, warnings = _anthropic(request.user("spam?"))
+        assert (body["thinking"], "output_config" in body, warnings) == (
+            {"type": "between_tools"},
+            False,
+            [],
+        )
+        # With tools, its notes between calls come back as thinking: said, never refused.
+        body, warnings = _anthropic(request.user("x").with_tools([TOOL]))
+        assert (body["thinking"], _said(warnings)) == ({"type": "between_tools"}, [NOTES])
+    # Left unasked, it thinks (adaptive by default), and nothing is sent.
+    body, warnings = _anthropic(ChatRequest(SONNET_5_5).user("x").with_tools([TOOL]))
+    assert ("thinking" in body, warnings) == (False, [])
+
+
+def test_sonnet_5_5_still_takes_no_forced_tool() -> None:
+    """ "Forced tool use returns an error" whatever the thinking: offered as `auto`."""
+    request = ChatRequest(SONNET_5_5).user("x").with_tools([TOOL]).with_tool_choice(FORCED_GET)
+    body, warnings = _anthropic(request)
+    assert (body["tool_choice"], "thinking" in body) == ({"type": "auto"}, False)
+    assert _said(warnings) == [
+        (
+            WarningKind.UNSUPPORTED,
+            RequestField.TOOL_CHOICE,
+            "`claude-sonnet-5-5` on Anthropic cannot be forced to call a tool; `auto` was sent "
+            "instead",
+        )
+    ]
+    target = allama.provider("anthropic", api_key=KEY)
+    assert target.chat_capability(SONNET_5_5, allama.ChatCapability.FORCED_TOOL_CHOICE) is (
+        allama.CapabilitySupport.UNSUPPORTED
+    )
+
+
+@pytest.mark.parametrize("level", ["xhigh", "max"])
+def test_sonnet_5_5s_option_effort_past_high_is_not_sent_beside_between_tools(level: str) -> None:
+    """`between_tools` at `xhigh` or `max` returns 400."""
+    option = {"output_config": {"effort": level, "task_budget": 5}}
+    request = (
+        ChatRequest(SONNET_5_5, reasoning_effort="none")
+        .user("x")
+        .with_option_json("anthropic", option)
+    )
+    rule = (
+        f'`output_config.effort` of the body option `anthropic` ("{level}") goes beside '
+        "thinking turned off (`between_tools`), and `claude-sonnet-5-5` on Anthropic turns "
+        "thinking off only at effort `low`, `medium` or `high`"
+    )
+    body, warnings = _anthropic(request)
+    assert (body["thinking"], body["output_config"]) == (
+        {"type": "between_tools"},
+        {"task_budget": 5},
+    )
+    assert _said(warnings) == [
+        (WarningKind.UNSUPPORTED, RequestField.OPTIONS, f"{rule}; it was not sent")
+    ]
+    with pytest.raises(UnsupportedError) as raised:
+        _anthropic(request.with_unsupported_policy(UnsupportedPolicy.ERROR))
+    assert str(raised.value) == f"cannot send `options`: {rule}"
+    high = request.with_option_json("anthropic", {"output_config": {"effort": "high"}})
+    body, warnings = _anthropic(high)
+    assert (body["thinking"], body["output_config"], warnings) == (
+        {"type": "between_tools"},
+        {"effort": "high"},
+        [],
+    )
+
+
 # Images checked as documents are
 
 
@@ -1561,6 +1644,10 @@ def test_an_image_data_url_goes_without_whitespace_and_as_valid_base64() -> None
         "source": {"type": "base64", "media_type": "image/png", "data": PNG_B64},
     }
     assert warnings == []
+    # Its padding left out, as browsers read a data URL: sent with it.
+    unpadded = f"data:image/png;base64,{PNG_B64.rstrip('=')}"
+    body, _ = _anthropic(ChatRequest(MODEL).user("x", ImagePart(url=unpadded)))
+    assert body["messages"][0]["content"][1]["source"]["data"] == PNG_B64
     with pytest.raises(InvalidRequestError) as raised:
         _anthropic(ChatRequest(MODEL).user("x", ImagePart(url="data:image/png;base64,no!!")))
     assert str(raised.value) == "the image's data URL holds no valid base64"

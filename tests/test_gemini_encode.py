@@ -618,3 +618,60 @@ def test_a_result_for_an_earlier_turns_call_goes_after_this_turns() -> None:
         ],
     }
     assert warnings == []
+
+
+# Inline data checked as Anthropic's encoder checks it
+
+PNG = b"\x89PNG\r\n\x1a\n"
+PNG_B64 = base64.b64encode(PNG).decode()
+
+
+@pytest.mark.parametrize(
+    ("part", "sent"),
+    [
+        (
+            ImagePart(url=f"data:image/png;base64,{PNG_B64[:5]}\n {PNG_B64[5:]}"),
+            {"mimeType": "image/png", "data": PNG_B64},
+        ),
+        (
+            DocumentPart(url="data:application/pdf;base64,\tJVBE\r\nRg==\r\n"),
+            {"mimeType": "application/pdf", "data": "JVBERg=="},
+        ),
+        # Its padding left out, as browsers read a data URL: sent with it.
+        (
+            DocumentPart(url="data:text/plain;base64,aGVsbG8"),
+            {"mimeType": "text/plain", "data": "aGVsbG8="},
+        ),
+    ],
+)
+def test_a_data_url_goes_as_plain_base64(part: ImagePart | DocumentPart, sent: Any) -> None:
+    """Gemini reads `inlineData.data` as base64 alone ("Base64 decoding failed")."""
+    _, _, _, body, warnings = encode(ChatRequest("gemini-2.5-flash").user("x", part))
+    assert body["contents"][0]["parts"][1] == {"inlineData": sent}
+    assert warnings == []
+
+
+@pytest.mark.parametrize(
+    ("part", "error"),
+    [
+        (ImagePart(url="data:image/png;base64,no!!"), "the image's data URL holds no valid base64"),
+        (
+            DocumentPart(url="data:text/plain;base64,aGVsb G8=x"),
+            "the document's data URL holds no valid base64",
+        ),
+        (
+            ImagePart(url="data:image/png;base64,"),
+            "the image holds no data, which Gemini cannot read",
+        ),
+        (
+            ImagePart(data=b"", media_type="image/png"),
+            "the image holds no data, which Gemini cannot read",
+        ),
+    ],
+)
+def test_inline_data_gemini_cannot_read_is_refused_before_sending(
+    part: ImagePart | DocumentPart, error: str
+) -> None:
+    with pytest.raises(InvalidRequestError) as raised:
+        encode(ChatRequest("gemini-2.5-flash").user("x", part))
+    assert str(raised.value) == error

@@ -297,3 +297,35 @@ def test_a_document_allama_cannot_read_is_invalid_before_sending(
         target.chat(ChatRequest("llama3.2").user("x", document))
     assert str(caught.value) == error
     assert recorder.bodies == []
+
+
+# Images checked as Anthropic's encoder checks them
+
+
+def test_an_image_data_url_goes_without_whitespace_and_as_valid_base64() -> None:
+    """Ollama reads `images` as base64 alone ("illegal base64 data at input byte ...")."""
+    wrapped = f"data:image/png;base64,{PNG_B64[:5]}\n {PNG_B64[5:]}"
+    body, warnings = chat(ChatRequest("llava").user("a", ImagePart(url=wrapped)))
+    assert body["messages"] == [{"role": "user", "content": "a", "images": [PNG_B64]}]
+    assert warnings == []
+    # Its padding left out, as browsers read a data URL: sent with it (Go's decoder needs it).
+    unpadded = f"data:image/png;base64,{PNG_B64.rstrip('=')}"
+    body, _ = chat(ChatRequest("llava").user("a", ImagePart(url=unpadded)))
+    assert body["messages"][0]["images"] == [PNG_B64]
+    target, recorder = provider("ollama", (200, ANSWER), base_url="http://127.0.0.1:9")
+    with pytest.raises(InvalidRequestError) as caught:
+        target.chat(ChatRequest("llava").user("a", ImagePart(url="data:image/png;base64,no!!")))
+    assert str(caught.value) == "the image's data URL holds no valid base64"
+    assert recorder.bodies == []
+
+
+@pytest.mark.parametrize(
+    "image",
+    [ImagePart(url="data:image/png;base64,"), ImagePart(data=b"", media_type="image/png")],
+)
+def test_an_image_of_no_data_is_refused_before_sending(image: ImagePart) -> None:
+    target, recorder = provider("ollama", (200, ANSWER), base_url="http://127.0.0.1:9")
+    with pytest.raises(InvalidRequestError) as caught:
+        target.chat(ChatRequest("llava").user("a", image))
+    assert str(caught.value) == "the image holds no data, which Ollama cannot read"
+    assert recorder.bodies == []

@@ -47,10 +47,14 @@ class ClaudeFamily:
     thinks_by_default: bool = False
     """Adaptive thinking runs when `thinking` is left out."""
     can_disable: bool = False
-    """`{type: "disabled"}` is accepted (needed to force a tool where thinking is on by
-    default)."""
+    """Thinking can be turned off (`off`): needed to force a tool where thinking is on by
+    default, and for `reasoning_effort="none"`."""
+    off: str = "disabled"
+    """The `thinking` type that turns thinking off: `disabled`, or Sonnet 5.5's
+    `between_tools` (`disabled` answers 400 there), which turns off the thinking before
+    answering; with tools the model still writes short notes, as thinking, between calls."""
     disable_efforts: tuple[str, ...] | None = None
-    """The `output_config.effort` levels `{type: "disabled"}` goes with, where not every
+    """The `output_config.effort` levels thinking goes off at (`off`), where not every
     level does (`None`: any); the family's default effort is among them."""
     forced_tool: CapabilitySupport = S
     sampling: bool = True
@@ -96,6 +100,7 @@ def _thinking_always(
     *,
     forced_tool: CapabilitySupport = S,
     can_disable: bool = False,
+    off: str = "disabled",
     disable_efforts: tuple[str, ...] | None = None,
 ) -> ClaudeFamily:
     """A family of the 5 generation: adaptive thinking on by default, no sampling, no prefill."""
@@ -107,6 +112,7 @@ def _thinking_always(
         efforts=_ALL_EFFORTS,
         thinks_by_default=True,
         can_disable=can_disable,
+        off=off,
         disable_efforts=disable_efforts,
         forced_tool=forced_tool,
         sampling=False,
@@ -117,14 +123,29 @@ def _thinking_always(
 # `{type: "disabled"}` at these efforts only: on Haiku 5.5 it works at `low`, `medium` and
 # `high`, and at `xhigh` and `max` the request returns 400 (Anthropic, "Prompting Claude
 # Haiku 5.5", Use effort to control thinking); on Opus 5 it "is accepted at effort high or
-# below" (Anthropic, "What's new in Claude Opus 5.5", Thinking can't be disabled).
+# below" (Anthropic, "What's new in Claude Opus 5.5", Thinking can't be disabled). Sonnet
+# 5.5's `between_tools` too: "available at low, medium, and high effort"; at `xhigh` or
+# `max` it returns 400 ("What's new in Claude Sonnet 5.5", Turn off up-front thinking).
 _DISABLES_UP_TO_HIGH = ("low", "medium", "high")
 
 _CLAUDE_ROWS = (
-    # Opus and Sonnet 5.5 and Fable/Mythos: adaptive thinking always on, and no forced tool
-    # choice at all ("tool_choice: type "tool" and "any" are not supported for this model").
+    # Opus 5.5 and Fable/Mythos: adaptive thinking always on, and no forced tool choice at
+    # all ("tool_choice: type "tool" and "any" are not supported for this model").
     _thinking_always("claude-opus-5-5*", forced_tool=N),
-    _thinking_always("claude-sonnet-5-5*", forced_tool=N),
+    # Sonnet 5.5: no forced tool choice either ("Forced tool use returns an error"), and
+    # `disabled` answers 400; its thinking is turned off, up to effort `high`, by
+    # `{type: "between_tools"}`, "the lowest thinking setting on this model": no thinking
+    # before answering, short progress notes as thinking between tool calls, text alone
+    # where no tools are used, "the same as disabled on Claude Sonnet 5" (Anthropic,
+    # "What's new in Claude Sonnet 5.5", Turn off up-front thinking; "Troubleshooting
+    # thinking": only Sonnet 5.5 accepts "between_tools", in place of "disabled").
+    _thinking_always(
+        "claude-sonnet-5-5*",
+        forced_tool=N,
+        can_disable=True,
+        off="between_tools",
+        disable_efforts=_DISABLES_UP_TO_HIGH,
+    ),
     _thinking_always("claude-fable-*", forced_tool=N),
     _thinking_always("claude-mythos-*", forced_tool=N),
     # Haiku 5.5: adaptive thinking by default, which can be turned off up to effort `high`

@@ -29,7 +29,7 @@ from typing import Any, TypeGuard
 
 from allama._degradations import FORMAT_NOT_SENT, STOPS_BLANK, Degradations, gives_tools
 from allama.adapters._arguments import call_arguments
-from allama.adapters._data_urls import data_url, part_media_type
+from allama.adapters._data_urls import base64_data, data_url, part_media_type
 from allama.adapters._http import (
     HttpRequest,
     option_fields,
@@ -90,12 +90,13 @@ forces, or its `temperature`, `top_k` or `top_p` beside the thinking `reasoning_
 turns on (Anthropic refuses either pair; the option's own pair goes with a warning). Its
 `tool_choice` forcing a call is not sent without tools, or to a family that cannot be
 forced, with a warning on `options`; nor is its `output_config.effort` at a level where the
-family refuses thinking turned off, beside allama's `disabled`. Its thinking budget is
-counted in the `max_tokens` allama fills in, and lowered below the request's (or the
-family's limit), with a warning on `options`, unless an `interleaved-thinking-*` beta lets
-it exceed `max_tokens`; below the option's own `max_tokens` fits the budget
-`reasoning_effort` gives. Its `thinking` or `output_config.effort` in place of what
-`reasoning_effort` asks goes with a warning on `reasoning_effort`."""
+family refuses thinking turned off, beside allama's `disabled` (Sonnet 5.5's
+`between_tools`). Its thinking budget is counted in the `max_tokens` allama fills in, and
+lowered below the request's (or the family's limit), with a warning on `options`, unless an
+`interleaved-thinking-*` beta lets it exceed `max_tokens`; below the option's own
+`max_tokens` fits the budget `reasoning_effort` gives. Its `thinking` or
+`output_config.effort` in place of what `reasoning_effort` asks goes with a warning on
+`reasoning_effort`."""
 
 DEFAULT_MAX_TOKENS = 16_384
 """`max_tokens` when the request sets none (Anthropic requires it): this, or the family's
@@ -320,10 +321,10 @@ class _Encoder:
         if inline is not None:  # a data URL: its bytes, which a URL source would not take
             if not inline.base64:
                 raise self.invalid("a document data URL must be base64-encoded")
-            try:
-                data = base64.b64decode("".join(inline.data.split()), validate=True)
-            except ValueError:
-                raise self.invalid("the document's data URL holds no valid base64") from None
+            decoded = base64_data(inline)
+            if decoded is None:
+                raise self.invalid("the document's data URL holds no valid base64")
+            data = decoded.raw
             if inline.media_type:  # the URL's own type (its charset is not read)
                 media_type, charset = inline.media_type, None
             # A data URL that names no type: the part's, else RFC 2397's default.
@@ -365,17 +366,15 @@ class _Encoder:
             return {"type": "url", "url": part.url}
         own = part_media_type(part.media_type)[0]
         if inline is not None:
-            media_type, encoded, data = inline
-            media_type = media_type or own  # the URL's, else the part's
-            if not encoded:
+            media_type = inline.media_type or own  # the URL's, else the part's
+            if not inline.base64:
                 raise self.invalid("an image data URL must be base64-encoded")
             # Checked as a document's is, and sent without the whitespace a wrapped data
             # URL may hold: Anthropic takes its `data` as base64 alone.
-            data = "".join(data.split())
-            try:
-                raw = base64.b64decode(data, validate=True)
-            except ValueError:
-                raise self.invalid("the image's data URL holds no valid base64") from None
+            decoded = base64_data(inline)
+            if decoded is None:
+                raise self.invalid("the image's data URL holds no valid base64")
+            data, raw = decoded
         else:
             media_type = own
             raw = part.data or b""
@@ -812,11 +811,23 @@ class _Encoder:
         effort = self.request.reasoning_effort
         field = RequestField.REASONING_EFFORT
         forced = self.forces_tool
-        off = {"type": "disabled"} if family.thinks_by_default and family.can_disable else None
+        off = {"type": family.off} if family.thinks_by_default and family.can_disable else None
         unsigned = unsigned and family.thinking is Thinking.BUDGET
         if effort is None or effort == "none":
             if effort == "none" and family.thinks_by_default and not family.can_disable:
                 self.degradations.refuse(field, f"{self.where} always thinks")
+            elif (
+                effort == "none"
+                and family.off == "between_tools"
+                and gives_tools(self.request, BODY_OPTION)
+            ):
+                # Without tools `between_tools` answers in text alone, as `disabled` does.
+                self.degradations.approximate(
+                    field,
+                    f"{self.where} turns off only the thinking before it answers "
+                    "(`between_tools`): between tool calls it still writes short notes as "
+                    "thinking",
+                )
             return (off if (effort == "none" or forced) else None), None, 0
         if family.thinking is Thinking.NONE:
             self.degradations.refuse(field, f"{self.where} has no extended thinking")
@@ -1228,12 +1239,14 @@ class _Encoder:
 
     def effort_beside_disabled(self, body: dict[str, Any]) -> None:
         """Leave out the body option's `output_config.effort` at a level where the family
-        refuses thinking turned off (Opus 5 and Haiku 5.5 answer 400 to `disabled` at
-        `xhigh` and `max`, levels `reasoning_effort` does not name, so the effort is the
-        option's). Beside allama's `disabled` (`reasoning_effort="none"`, a forced tool) it
-        is not sent, with a warning on `options` (refused under `UnsupportedPolicy.ERROR`);
-        beside the option's own `disabled` both are sent as given, with a warning."""
+        refuses thinking turned off (Opus 5 and Haiku 5.5 answer 400 to `disabled`, Sonnet
+        5.5 to `between_tools`, at `xhigh` and `max`, levels `reasoning_effort` does not
+        name, so the effort is the option's). Beside allama's (`reasoning_effort="none"`, a
+        forced tool) it is not sent, with a warning on `options` (refused under
+        `UnsupportedPolicy.ERROR`); beside the option's own both are sent as given, with a
+        warning."""
         allowed = self.family.disable_efforts
+        off = self.family.off
         theirs = self.option.get("output_config") if self.sends("output_config") else None
         config = body.get("output_config")
         thinking = body.get("thinking")
@@ -1243,7 +1256,7 @@ class _Encoder:
             or "effort" not in theirs
             or not isinstance(config, dict)
             or not isinstance(thinking, dict)
-            or thinking.get("type") != "disabled"
+            or thinking.get("type") != off
             or config.get("effort") in allowed
         ):
             return
@@ -1254,14 +1267,14 @@ class _Encoder:
             self.degradations.warn(
                 Warning.unsupported(
                     RequestField.OPTIONS,
-                    f"{what} goes beside the option's own `thinking` (`disabled`), and "
+                    f"{what} goes beside the option's own `thinking` (`{off}`), and "
                     f"{rule}; both were sent as given",
                 )
             )
             return
         self.degradations.refuse(
             RequestField.OPTIONS,
-            f"{what} goes beside thinking turned off (`disabled`), and {rule}",
+            f"{what} goes beside thinking turned off (`{off}`), and {rule}",
             instead="it was not sent",
         )
         rest = {key: value for key, value in config.items() if key != "effort"}

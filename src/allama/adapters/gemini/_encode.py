@@ -38,7 +38,7 @@ from typing import Any
 
 from allama._degradations import FORMAT_NOT_SENT, Degradations, gives_tools, stops_first
 from allama.adapters._arguments import call_arguments
-from allama.adapters._data_urls import data_url, part_media_type
+from allama.adapters._data_urls import base64_data, data_url, part_media_type
 from allama.adapters._http import (
     HttpRequest,
     option_fields,
@@ -176,11 +176,16 @@ class _Encoder:
             if media_type:
                 data["mimeType"] = media_type
             return {"fileData": data}
-        raw: bytes | None = None
+        kind = "image" if isinstance(part, ImagePart) else "document"
         if inline is not None:
             if not inline.base64:
                 raise self.invalid("a data URL must be base64-encoded")
-            encoded = inline.data
+            # Sent without the whitespace a wrapped data URL may hold, and checked: Gemini
+            # reads `inlineData.data` as base64 alone ("Base64 decoding failed").
+            decoded = base64_data(inline)
+            if decoded is None:
+                raise self.invalid(f"the {kind}'s data URL holds no valid base64")
+            encoded, raw = decoded
             if inline.media_type:  # the URL's own type (its charset is not read)
                 own, charset = inline.media_type, None
             # A data URL naming no type (`data:;base64,...`) is text/plain by RFC 2397, but
@@ -199,18 +204,20 @@ class _Encoder:
             media_type = own
         if isinstance(part, ImagePart):
             self.check_image(media_type)
+            if not raw:
+                raise self.invalid(
+                    f"the image holds no data, which {self.profile.display_name} cannot read"
+                )
         if charset is not None and media_type.startswith("text/"):
             encoded = self.as_utf8(raw, encoded, media_type, charset)
         return {"inlineData": {"mimeType": media_type, "data": encoded}}
 
-    def as_utf8(self, raw: bytes | None, encoded: str, media_type: str, charset: str) -> str:
+    def as_utf8(self, raw: bytes, encoded: str, media_type: str, charset: str) -> str:
         """Text in `charset` (given by the part's media type) as base64 of its UTF-8: the
         `mimeType` is sent without parameters, and Gemini reads text as UTF-8."""
         try:
             if codecs.lookup(charset).name == "utf-8":
                 return encoded
-            if raw is None:
-                raw = base64.b64decode("".join(encoded.split()), validate=True)
             text = raw.decode(charset)
         except LookupError:
             raise self.invalid(
@@ -220,8 +227,6 @@ class _Encoder:
             raise self.invalid(
                 f"a {media_type} part must be text in its charset ({charset})"
             ) from None
-        except ValueError:
-            raise self.invalid("the part's data URL holds no valid base64") from None
         return base64.b64encode(text.encode("utf-8")).decode("ascii")
 
     def check_image(self, media_type: str | None) -> None:
@@ -786,8 +791,9 @@ def encode_request(
     Raises `UnsupportedError` (stage `BEFORE_SENDING`) for what Gemini cannot honour under
     `UnsupportedPolicy.ERROR`, and for a response schema it cannot enforce under any
     policy; `InvalidRequestError` for a conversation it cannot take (tool call arguments
-    that are not an object, a tool result answering no call, no message but system ones)
-    and for a tool whose parameters are not an object.
+    that are not an object, a tool result answering no call, no message but system ones, a
+    data URL that is not valid base64, an image of another type or of no data) and for a
+    tool whose parameters are not an object.
     """
     encoder = _Encoder(request, profile, family, degradations, stream)
     body = encoder.body()

@@ -10,7 +10,8 @@ What Ollama cannot honour goes through `Degradations` (dropped with a warning un
   either (Ollama even narrows tool schemas on input), nor a setting for parallel calls.
   Ollama drops a property's `$ref`, so tool parameters go with their local `$ref`s inlined
   (`_parameters`); a recursion cut where Ollama drops what is left is said on `tools`.
-- Images go as base64 in the message's `images`; an image URL cannot be sent. Documents go
+- Images go as base64 in the message's `images` (a data URL's without whitespace, checked
+  as base64; an image of no data is refused); an image URL cannot be sent. Documents go
   as text when they are plain text (bytes or a data URL, read in their charset); any other
   document cannot be sent.
 - A tool result has no error flag; its text goes as the `tool` message's content.
@@ -68,7 +69,7 @@ from typing import Any, NamedTuple
 
 from allama._degradations import FORMAT_NOT_SENT, Degradations, option_tools
 from allama.adapters._arguments import call_arguments
-from allama.adapters._data_urls import data_url, part_media_type
+from allama.adapters._data_urls import base64_data, data_url, part_media_type
 from allama.adapters._http import (
     HttpRequest,
     option_fields,
@@ -194,21 +195,33 @@ class _Encoder:
         return wire
 
     def image(self, part: ImagePart) -> str | None:
-        """The image as base64 text; `None` (with a warning) for one only a URL names."""
+        """The image as base64 text; `None` (with a warning) for one only a URL names. A
+        data URL's goes without the whitespace a wrapped one may hold, checked: Ollama reads
+        `images` as base64 alone ("illegal base64 data at input byte ...")."""
         url = part.url
         if url is None:
-            return base64.b64encode(part.data or b"").decode("ascii")
-        inline = data_url(url)
-        if inline is None:
-            self.degradations.refuse(
-                RequestField.IMAGES,
-                f"{self.profile.display_name} takes images only as their bytes, not by URL",
-                instead="the image was left out",
+            raw = part.data or b""
+            encoded = base64.b64encode(raw).decode("ascii")
+        else:
+            inline = data_url(url)
+            if inline is None:
+                self.degradations.refuse(
+                    RequestField.IMAGES,
+                    f"{self.profile.display_name} takes images only as their bytes, not by URL",
+                    instead="the image was left out",
+                )
+                return None
+            if not inline.base64:
+                raise self.invalid("an image data URL must be base64-encoded")
+            decoded = base64_data(inline)
+            if decoded is None:
+                raise self.invalid("the image's data URL holds no valid base64")
+            encoded, raw = decoded
+        if not raw:
+            raise self.invalid(
+                f"the image holds no data, which {self.profile.display_name} cannot read"
             )
-            return None
-        if not inline.base64:
-            raise self.invalid("an image data URL must be base64-encoded")
-        return inline.data
+        return encoded
 
     def document(self, part: DocumentPart) -> str | None:
         """A plain-text document's text, given as bytes or in a data URL and read in its
@@ -224,10 +237,10 @@ class _Encoder:
         if inline is not None:
             if not inline.base64:
                 raise self.invalid("a document data URL must be base64-encoded")
-            try:
-                data = base64.b64decode("".join(inline.data.split()), validate=True)
-            except ValueError:
-                raise self.invalid("the document's data URL holds no valid base64") from None
+            decoded = base64_data(inline)
+            if decoded is None:
+                raise self.invalid("the document's data URL holds no valid base64")
+            data = decoded.raw
             if inline.media_type:
                 media_type, charset = inline.media_type, None
             media_type = media_type or "text/plain"
@@ -582,8 +595,8 @@ def encode_request(
 
     Raises `UnsupportedError` (stage `BEFORE_SENDING`) for what Ollama cannot honour under
     `UnsupportedPolicy.ERROR`; `InvalidRequestError` for a conversation it cannot take (tool
-    call arguments that are not an object, an image data URL that is not base64) and for a
-    tool whose parameters are not an object.
+    call arguments that are not an object, an image data URL that is not valid base64, an
+    image of no data) and for a tool whose parameters are not an object.
     """
     encoder = _Encoder(request, profile, family, degradations, stream=stream)
     body = encoder.body()
