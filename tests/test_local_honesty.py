@@ -350,7 +350,8 @@ def test_a_model_llama_cpp_cannot_load_is_an_allama_server_error_not_retried(
     assert isinstance(error, ServerError)
     assert (error.retryable, error.provider, sleeps) == (False, "local", [])
     assert str(error) == (
-        f"llama.cpp could not load {model}: Failed to init server, please check the input params."
+        f"llama.cpp could not load {model}: Failed to init server, please check the input "
+        "params. (the file is not a GGUF model: it does not begin with GGUF's magic bytes)"
     )
     # Sent to another process (a Ray worker's error), it stays itself and not retryable.
     again = pickle.loads(pickle.dumps(error))
@@ -703,3 +704,30 @@ def test_aclosing_local_while_an_async_call_loads_the_model_fails_it_and_starts_
     assert type(error) is Error and str(error) == _STARTING_CLOSED
     assert (error.retryable, error.provider, error.model) == (False, "local", "tiny")
     assert not engine.running
+
+
+def test_a_gguf_file_llama_cpp_cannot_load_says_what_may_have_stopped_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # llama.cpp's own words are the same whatever the cause: too little memory for the
+    # context asked for among them, which a smaller context= mends.
+    model = tmp_path / "cut.gguf"
+    model.write_bytes(b"GGUF\x03\x00\x00\x00")
+    fake = types.SimpleNamespace(CommonParams=_Params, Server=_unloadable)
+    monkeypatch.setitem(sys.modules, "xllamacpp", fake)
+    with pytest.raises(EngineStartError) as caught:
+        allama.provider("local", model=model, context=65536).chat(ChatRequest("m").user("hi"))
+    assert str(caught.value) == (
+        f"llama.cpp could not load {model}: Failed to init server, please check the input "
+        "params. (a GGUF file cut short, or of a version this llama.cpp does not read, or too "
+        "little memory for a context of 65536 tokens in 1 slot(s): a smaller context= or "
+        "parallel= needs less)"
+    )
+
+
+def test_a_folder_given_as_the_model_is_said_to_be_one(tmp_path: Path) -> None:
+    with pytest.raises(ModelNotFoundError) as caught:
+        allama.provider("local", model=tmp_path).chat(ChatRequest("m").user("hi"))
+    assert str(caught.value) == (
+        f"the model named by model= is a folder, not a GGUF file: {tmp_path}"
+    )

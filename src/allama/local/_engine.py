@@ -269,12 +269,30 @@ class LocalEngine:
         self.startup_seconds = time.perf_counter() - began
         _RUNNING.add(self)
 
+    def _why_unloaded(self, path: Path) -> str:
+        """What may have stopped llama.cpp loading `path`, which its own words do not say."""
+        try:
+            with path.open("rb") as file:
+                magic = file.read(4)
+        except OSError as error:
+            return f"the file cannot be read: {error.strerror or error}"
+        if magic != b"GGUF":
+            return "the file is not a GGUF model: it does not begin with GGUF's magic bytes"
+        return (
+            "a GGUF file cut short, or of a version this llama.cpp does not read, or too "
+            f"little memory for a context of {self.context} tokens in {self.parallel} "
+            "slot(s): a smaller context= or parallel= needs less"
+        )
+
     def _make(self, xllamacpp: Any, params: Any, path: Path, made: dict[str, Any]) -> None:
         """The server and its properties into `made`, or the error that stopped them."""
         try:
             server = xllamacpp.Server(params)
         except Exception as error:
-            made["error"] = EngineStartError(f"llama.cpp could not load {path}: {error}")
+            # llama.cpp says the same "check the input params" whatever stopped it.
+            made["error"] = EngineStartError(
+                f"llama.cpp could not load {path}: {error} ({self._why_unloaded(path)})"
+            )
             made["error"].__cause__ = error
             return
         made["server"] = server

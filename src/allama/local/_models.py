@@ -63,6 +63,10 @@ def resolve_model(model: str | os.PathLike[str] | None = None) -> Path:
         if packaged is None:
             raise ModelNotFoundError(f"no local model to load: {_HOW_TO_GET_ONE}")
         return packaged
+    if chosen.is_dir():
+        raise ModelNotFoundError(
+            f"the model named by {source} is a folder, not a GGUF file: {chosen}"
+        )
     if not chosen.is_file():
         raise ModelNotFoundError(f"the model file named by {source} does not exist: {chosen}")
     return chosen
