@@ -10,6 +10,7 @@ import asyncio
 import importlib.util
 import warnings
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import httpx2
@@ -18,7 +19,7 @@ import pytest
 import allama
 from allama import ChatRequest
 from allama.errors import InvalidRequestError
-from allama.providers import PRESETS
+from allama.providers import PRESETS, HttpProvider
 from allama.transport import Transport
 
 SECRET = "sk-live-SECRET-123456"
@@ -453,6 +454,177 @@ def test_a_vertex_key_beside_a_project_or_token_is_refused(
         "vertex-gemini takes api_key= (an express mode key, which names no project or "
         f"location) or {given}, not both"
     )
+
+
+# 4b. Values filled into a preset's URL: each has its form, and cannot move the host or path
+
+_LOCATION_FORM = (
+    "must be a Google Cloud location: lowercase letters, digits and hyphens, such as "
+    "us-central1, europe-west4, us or global"
+)
+_PROJECT_FORM = (
+    "must be a Google Cloud project id or number: lowercase letters, digits and hyphens, "
+    "such as my-project or 123456789012 (a domain-scoped id as example.com:my-project)"
+)
+_AZURE_RESOURCE_FORM = (
+    "must be the Azure resource's name: letters, digits and hyphens, the <resource> of "
+    "https://<resource>.services.ai.azure.com (or pass endpoint= with that URL)"
+)
+_CLOUDFLARE_ACCOUNT_FORM = (
+    "must be a Cloudflare account id: letters, digits and hyphens (32 hex digits, shown in "
+    "the Cloudflare dashboard)"
+)
+
+
+@pytest.mark.parametrize(
+    "location",
+    [
+        "evil.example#",  # the host would be evil.example, the rest a fragment
+        "evil.example/",
+        "us-central1.evil.example/",
+        "evil.example?",
+        "us central",  # sent as us%20central-aiplatform...
+        "US-CENTRAL1",  # sent in upper case, in the host and the path
+        "us-central1:8443",
+        "user@evil.example#",
+        "-us",
+    ],
+)
+def test_a_vertex_location_that_is_no_location_is_refused_before_its_token_goes_anywhere(
+    wire: _Wire, location: str
+) -> None:
+    with pytest.raises(ValueError) as caught:
+        wire.send(
+            "vertex-gemini",
+            "gemini-2.5-flash",
+            access_token="ya29.SECRET",
+            project="p",
+            location=location,
+        )
+    assert str(caught.value) == f"location {_LOCATION_FORM}"
+    assert wire.seen == []
+
+
+@pytest.mark.parametrize(
+    "variable", ["GOOGLE_CLOUD_LOCATION", "GOOGLE_CLOUD_REGION", "CLOUD_ML_REGION"]
+)
+def test_a_vertex_location_from_the_environment_is_refused_naming_the_variable(
+    wire: _Wire, monkeypatch: pytest.MonkeyPatch, variable: str
+) -> None:
+    monkeypatch.setenv(variable, "evil.example#")
+    with pytest.raises(ValueError) as caught:
+        wire.send("vertex-gemini", "gemini-2.5-flash", access_token="ya29.SECRET", project="p")
+    assert str(caught.value) == f"the {variable} environment variable {_LOCATION_FORM}"
+    assert wire.seen == []
+    # An express mode key names no location: the variable is not read, nor refused.
+    sent = wire.send("vertex-gemini", "gemini-2.5-flash", api_key=SECRET)
+    assert str(sent.url) == (
+        "https://aiplatform.googleapis.com/v1/publishers/google/models"
+        "/gemini-2.5-flash:generateContent"
+    )
+
+
+def test_a_vertex_project_is_an_id_a_number_or_a_domain_scoped_id_and_no_more(
+    wire: _Wire, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for project in ("my-project", "p", "123456789012", "example.com:my-project"):
+        sent = wire.send(
+            "vertex-gemini", "gemini-2.5-flash", access_token="t", project=project, location="us"
+        )
+        assert str(sent.url) == (
+            f"https://aiplatform.us.rep.googleapis.com/v1/projects/{project}/locations/us"
+            "/publishers/google/models/gemini-2.5-flash:generateContent"
+        )
+    for project in ("p/../../v1/x", "p?alt=json", "p#", "my%2fproject", "My-Project", "p x", "p-"):
+        with pytest.raises(ValueError) as caught:
+            allama.provider("vertex-gemini", access_token="t", project=project)
+        assert str(caught.value) == f"project {_PROJECT_FORM}"
+    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "p/locations/x/..")
+    with pytest.raises(ValueError) as caught:
+        allama.provider("vertex-gemini", access_token="t")
+    assert str(caught.value) == f"the GOOGLE_CLOUD_PROJECT environment variable {_PROJECT_FORM}"
+    assert wire.seen == []
+
+
+@pytest.mark.parametrize(
+    "account", ["evil.example/", "evil.example#", "res.services.ai.azure.com", "res:444", "a@b"]
+)
+def test_an_azure_anthropic_resource_name_that_would_move_the_host_is_refused(
+    wire: _Wire, monkeypatch: pytest.MonkeyPatch, account: str
+) -> None:
+    with pytest.raises(ValueError) as caught:
+        wire.send("azure-anthropic", "claude-sonnet-4-5", api_key=SECRET, account_id=account)
+    assert str(caught.value) == f"account_id {_AZURE_RESOURCE_FORM}"
+    monkeypatch.setenv("ANTHROPIC_FOUNDRY_RESOURCE", account)
+    with pytest.raises(ValueError) as caught:
+        wire.send("azure-anthropic", "claude-sonnet-4-5", api_key=SECRET)
+    assert str(caught.value) == (
+        f"the ANTHROPIC_FOUNDRY_RESOURCE environment variable {_AZURE_RESOURCE_FORM}"
+    )
+    assert wire.seen == []
+    sent = wire.send("azure-anthropic", "claude-sonnet-4-5", api_key=SECRET, account_id="My-Res1")
+    assert str(sent.url) == "https://my-res1.services.ai.azure.com/anthropic/v1/messages"
+    assert _credentials(sent) == {"x-api-key": SECRET}
+
+
+def test_a_workers_ai_account_id_that_would_add_to_the_path_is_refused(
+    wire: _Wire, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for account in ("acc/../../zones", "acc?x=1", "acc#", "acc%2f", ".."):
+        with pytest.raises(ValueError) as caught:
+            allama.provider("workers-ai", api_key=SECRET, account_id=account)
+        assert str(caught.value) == f"account_id {_CLOUDFLARE_ACCOUNT_FORM}"
+    monkeypatch.setenv("CLOUDFLARE_ACCOUNT_ID", "acc/../x")
+    with pytest.raises(ValueError) as caught:
+        allama.provider("workers-ai", api_key=SECRET)
+    assert str(caught.value) == (
+        f"the CLOUDFLARE_ACCOUNT_ID environment variable {_CLOUDFLARE_ACCOUNT_FORM}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "options", "url"),
+    [
+        (
+            "azure-anthropic",
+            {"account_id": "evil.example/"},
+            "https://<account>.services.ai.azure.com/anthropic",
+        ),
+        (
+            "azure-anthropic",
+            {"account_id": "x.evil"},
+            "https://<account>.services.ai.azure.com/anthropic",
+        ),
+        (
+            "workers-ai",
+            {"account_id": "a/../b"},
+            "https://api.cloudflare.com/client/v4/accounts/<account>/ai/v1",
+        ),
+        (
+            "workers-ai",
+            {"account_id": ".."},
+            "https://api.cloudflare.com/client/v4/accounts/<account>/ai/v1",
+        ),
+        (
+            "workers-ai",
+            {"account_id": "a\tb"},
+            "https://api.cloudflare.com/client/v4/accounts/<account>/ai/v1",
+        ),
+    ],
+)
+def test_a_preset_without_forms_still_keeps_its_urls_host_and_path(
+    name: str, options: dict[str, str], url: str
+) -> None:
+    # The second guard, for a preset of the caller's that says no form: the URL filled
+    # must keep the template's host, and each place stays within one path segment.
+    preset = replace(PRESETS[name], place_forms={})
+    with pytest.raises(ValueError) as caught:
+        HttpProvider(preset, api_key=SECRET, **options)
+    assert str(caught.value) == (
+        f"account_id cannot be filled into {name}'s URL ({url}): it would change the host "
+        "or the path the calls, and their key, go to"
+    )
+    assert HttpProvider(preset, api_key=SECRET, account_id="res1").base_url is not None
 
 
 # 5. Values a header cannot carry, and proxies httpx2 cannot use

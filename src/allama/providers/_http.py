@@ -17,7 +17,7 @@ import os
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, NoReturn, Self, TypedDict, cast, overload
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn, Self, TypedDict, cast, overload
 
 import allama.types as vocabulary
 from allama._degradations import Degradations
@@ -183,12 +183,6 @@ def _first_env_named(names: tuple[str | None, ...]) -> tuple[str, str] | None:
     return None
 
 
-def _first_env(names: tuple[str | None, ...]) -> str | None:
-    """The first of these environment variables that is set and not blank, stripped."""
-    found = _first_env_named(names)
-    return None if found is None else found[1]
-
-
 def _env_key(names: tuple[str | None, ...]) -> str | None:
     """The key from the first of these environment variables that holds one: one a header
     cannot carry (a line break inside, a character outside ASCII) is refused here, naming
@@ -239,23 +233,85 @@ def _without_suffix(url: str, suffix: str) -> str | None:
     return None
 
 
-def _fill(template: str, place: Mapping[str, str | None]) -> str | None:
+class _Placed(NamedTuple):
+    """A value for a URL template's place (`{account}`, `{project}`, `{location}`)."""
+
+    value: str
+    where: str
+    """The argument or environment variable it came from, as an error names it."""
+
+
+def _placed(
+    given: str | None, argument: str, envs: tuple[str | None, ...], default: str | None = None
+) -> _Placed | None:
+    """The argument, else the first of these environment variables set, else the preset's
+    default, each with where it came from; `None` when none is."""
+    if given:
+        return _Placed(given, argument)
+    found = _first_env_named(envs)
+    if found is not None:
+        return _Placed(found[1], f"the {found[0]} environment variable")
+    return None if default is None else _Placed(default, argument)
+
+
+_IN_A_LABEL = "[a-z0-9-]+"
+"""What a place may put in a template's host: part of one label, never a `.`, `:`, `@`,
+`/` or anything else that would name another host, port or user."""
+_IN_A_SEGMENT = "[A-Za-z0-9._:~-]+"
+"""What a place may put in a template's path: part of one segment, never a `/`, `?`, `#`,
+`%`, whitespace or a control character."""
+
+
+def _fill(preset: Preset, template: str, place: Mapping[str, _Placed | None]) -> str | None:
     """`template` with its `{account}`, `{project}` and `{location}` filled in; `None` when
-    one it names is unknown."""
-    values = {key: value or None for key, value in place.items()}
-    try:
-        filled = template.format_map(_Strict(values))
-    except KeyError:
-        return None
+    one it names is unknown. A value is refused, naming where it came from, unless it has
+    its form (`Preset.place_forms`) and the URL filled keeps the template's host and path:
+    `location='evil.example#'` would send the calls, and their credential, elsewhere."""
+    import string
+    from urllib.parse import urlsplit
+
+    names = [name for _, name, _, _ in string.Formatter().parse(template) if name]
+    values: dict[str, str] = {}
+    wheres: dict[str, None] = {}  # (in order, once each)
+    for name in names:
+        found = place.get(name)
+        if found is None:
+            return None
+        form = preset.place_forms.get(name)
+        if form is not None and not re.fullmatch(form.pattern, found.value):
+            raise ValueError(f"{found.where} must be {form.says}")
+        values[name] = found.value
+        wheres[found.where] = None
+    filled = template.format_map(values)
+    # The second guard, whatever the forms let through: the host and path as they are
+    # read are the template's, with each place filled within one label or segment.
+    scheme, _, rest = template.partition("://")
+    netloc, slash, path = rest.partition("/")
+    parts = urlsplit(filled)
+    if (
+        parts.scheme != scheme
+        or not re.fullmatch(_place_pattern(netloc, _IN_A_LABEL), parts.netloc.lower())
+        or not re.fullmatch(_place_pattern(f"{slash}{path}", _IN_A_SEGMENT), parts.path)
+        or any(segment in (".", "..") for segment in parts.path.split("/"))
+        or filled != f"{parts.scheme}://{parts.netloc}{parts.path}"
+    ):
+        shown = template.replace("{", "<").replace("}", ">")
+        raise ValueError(
+            f"{' and '.join(wheres)} cannot be filled into {preset.name}'s URL ({shown}): "
+            "it would change the host or the path the calls, and their key, go to"
+        )
     return filled
 
 
-class _Strict(dict[str, str | None]):
-    def __getitem__(self, key: str) -> str:
-        value = super().get(key)
-        if value is None:
-            raise KeyError(key)
-        return value
+def _place_pattern(template: str, place: str) -> str:
+    """A regular expression of `template` (part of a URL template, in lower case where it
+    is a host) with each place standing for `place`."""
+    import string
+
+    return "".join(
+        re.escape(literal) + (place if name is not None else "")
+        for literal, name, _, _ in string.Formatter().parse(template)
+    )
 
 
 def _check_options(
@@ -402,9 +458,11 @@ class HttpProvider:
         self._token_seen: str | None = None
         """The last token `access_token=`'s function gave, cut out of what a provider echoes."""
         place = {
-            "account": account_id or _first_env((preset.account_env,)),
-            "project": project or _first_env(preset.project_envs),
-            "location": location or _first_env(preset.location_envs) or preset.default_location,
+            "account": _placed(account_id, "account_id", (preset.account_env,)),
+            "project": _placed(project, "project", preset.project_envs),
+            "location": _placed(
+                location, "location", preset.location_envs, preset.default_location
+            ),
         }
         self._base_url, self._deployments, url_query = self._resolve_base_url(
             preset, base_url, endpoint, place, keyed=api_key is not None
@@ -509,7 +567,7 @@ class HttpProvider:
         preset: Preset,
         base_url: str | None,
         endpoint: str | None,
-        place: Mapping[str, str | None],
+        place: Mapping[str, _Placed | None],
         *,
         keyed: bool = False,
     ) -> tuple[str | None, bool, dict[str, str]]:
@@ -523,8 +581,9 @@ class HttpProvider:
         if not url and keyed and preset.key_url is not None:
             url = preset.key_url
         if not url and preset.account_url is not None:
-            location = place.get("location") or ""
-            url = _fill(preset.location_urls.get(location, preset.account_url), place)
+            located = place.get("location")
+            template = preset.location_urls.get(located.value if located else "")
+            url = _fill(preset, template or preset.account_url, place)
         url = url or preset.base_url
         if url is None:
             return None, False, {}

@@ -17,7 +17,21 @@ from allama.adapters.ollama._profile import OllamaProfile
 from allama.adapters.openai_compat._profile import SchemaDialect, WireProfile
 from allama.types import CapabilitySupport
 
-__all__ = ["API_NAMES", "PRESETS", "Preset"]
+__all__ = ["API_NAMES", "PRESETS", "PlaceForm", "Preset"]
+
+
+@dataclass(frozen=True, slots=True)
+class PlaceForm:
+    """What a value filled into a preset's URL template (`Preset.account_url`) can be: a
+    value that could be more (`evil.example#`, `acct/../x`) would send the calls, and the
+    credential they carry, to another host or path."""
+
+    pattern: str
+    """A regular expression the whole value matches."""
+    says: str
+    """What the value is, for the error that names the argument or environment variable it
+    came from (`location must be ...`); never the value, which may be a secret pasted in the
+    wrong place."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +93,11 @@ class Preset:
     location_urls: Mapping[str, str] = field(default_factory=dict)
     """`account_url` for the locations served from a host of their own (Vertex AI's
     `global`, and its multi-regions `us` and `eu`), by location."""
+    place_forms: Mapping[str, PlaceForm] = field(default_factory=dict)
+    """What each value `account_url` and `location_urls` are filled with (`account`,
+    `project`, `location`) can be, checked when the provider is built. Whatever the form,
+    the URL filled must keep the template's host and path (the one place cannot add a
+    host, a path segment, a query or a fragment)."""
     key_url: str | None = None
     """The base URL when `api_key=` is given instead of a bearer token (Vertex AI's express
     mode: one global host, no project or location, which are then refused)."""
@@ -494,6 +513,13 @@ _PRESETS: tuple[Preset, ...] = (
         description="Cloudflare Workers AI (OpenAI-compatible endpoint)",
         account_url="https://api.cloudflare.com/client/v4/accounts/{account}/ai/v1",
         account_env="CLOUDFLARE_ACCOUNT_ID",
+        place_forms={
+            "account": PlaceForm(
+                r"[A-Za-z0-9-]+",
+                "a Cloudflare account id: letters, digits and hyphens (32 hex digits, "
+                "shown in the Cloudflare dashboard)",
+            )
+        },
         missing_url_hint="pass account_id= or set CLOUDFLARE_ACCOUNT_ID",
     ),
     Preset(
@@ -580,6 +606,14 @@ _ANTHROPIC_PRESETS: tuple[Preset, ...] = (
         path_prefix="/v1",
         account_url="https://{account}.services.ai.azure.com/anthropic",
         account_env="ANTHROPIC_FOUNDRY_RESOURCE",
+        place_forms={
+            # The resource's subdomain: one label of the host.
+            "account": PlaceForm(
+                r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?",
+                "the Azure resource's name: letters, digits and hyphens, the <resource> of "
+                "https://<resource>.services.ai.azure.com (or pass endpoint= with that URL)",
+            )
+        },
         resource_host=".services.ai.azure.com",
         resource_path="/anthropic",
         missing_url_hint="pass endpoint=, or account_id= with the resource name, or set "
@@ -606,6 +640,26 @@ _ANTHROPIC_PRESETS: tuple[Preset, ...] = (
 
 _VERTEX_PATH = "/v1/projects/{project}/locations/{location}/publishers/google"
 """The path of Vertex AI's Gemini models in a project and location."""
+
+_GOOGLE_ID = r"[a-z](?:[a-z0-9-]*[a-z0-9])?"
+_GOOGLE_FORMS = {
+    # Google's locations: `us-central1`, `europe-west4`, `global`, the multi-regions `us`
+    # and `eu`; part of the host (`{location}-aiplatform.googleapis.com`) as of the path.
+    "location": PlaceForm(
+        _GOOGLE_ID,
+        "a Google Cloud location: lowercase letters, digits and hyphens, such as "
+        "us-central1, europe-west4, us or global",
+    ),
+    # A project id (lowercase letters, digits and hyphens, starting with a letter and not
+    # ending with a hyphen; its 6 to 30 characters are left to Google), a project number,
+    # or a legacy domain-scoped id (`example.com:my-project`): in the path alone.
+    "project": PlaceForm(
+        rf"{_GOOGLE_ID}|[0-9]+|[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?:{_GOOGLE_ID}",
+        "a Google Cloud project id or number: lowercase letters, digits and hyphens, such "
+        "as my-project or 123456789012 (a domain-scoped id as example.com:my-project)",
+    ),
+}
+"""What Vertex AI's project and location can be."""
 
 # The Gemini dialect, on the Gemini API and on Vertex AI.
 _GEMINI_PRESETS: tuple[Preset, ...] = (
@@ -646,6 +700,7 @@ _GEMINI_PRESETS: tuple[Preset, ...] = (
         project_envs=("GOOGLE_CLOUD_PROJECT", "GCLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT"),
         location_envs=("GOOGLE_CLOUD_LOCATION", "GOOGLE_CLOUD_REGION", "CLOUD_ML_REGION"),
         default_location="global",
+        place_forms=_GOOGLE_FORMS,
         application_credentials=True,
         missing_url_hint="pass project= (and location=), or set GOOGLE_CLOUD_PROJECT; or "
         "api_key= with an express mode key",
