@@ -836,6 +836,20 @@ def test_a_function_that_cannot_be_pickled_is_refused_by_name_before_the_job() -
             "withheld): give a function defined at a module's top level that builds each "
             f"ChatRequest {advice}",
         ),
+        (
+            # allama's own refusal, which says what to do, was withheld too.
+            {
+                "provider": "openai",
+                "provider_options": {"api_key": key, "transport": allama.Transport()},
+                "text_column": "t",
+                "model": "m",
+            },
+            "provider_options= cannot be pickled to send to Ray's workers (Transport cannot "
+            "be pickled or copied: it holds open connections, and must be built in the "
+            "process or copy that uses it (build it in the worker with allama.Transport(...), "
+            "or let allama.provider(...) build its own)): give options Ray can send (text, "
+            "numbers), or a provider= function that builds the provider",
+        ),
     ]
     for settings, said in cases:
         with pytest.raises(TypeError) as refused:
@@ -1081,3 +1095,21 @@ def test_a_step_driven_on_one_loop_after_another_keeps_its_rate_limit() -> None:
         (row,) = _run_batches(extract, pa.table({"text": ["an invoice"]}))
         assert row["error"] is None
     assert len(sent) == 2 and sent[1] - sent[0] >= 0.9
+
+
+def test_a_row_concurrency_from_numpy_is_taken_as_a_whole_number() -> None:
+    np = pytest.importorskip("numpy")
+
+    def made(count: Any) -> Any:
+        return allama.ray.ExtractBatch(
+            Invoice,
+            provider=lambda: MockProvider(["{}"]),
+            text_column="text",
+            model="m",
+            row_concurrency=count,
+        )
+
+    step = made(np.int64(3))
+    assert step._row_concurrency == 3 and type(step._row_concurrency) is int
+    with pytest.raises(TypeError, match="row_concurrency must be a whole number"):
+        made(np.float64(3))

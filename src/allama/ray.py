@@ -55,6 +55,7 @@ import contextlib
 import functools
 import inspect
 import json
+import numbers
 import operator
 import random
 import re
@@ -276,7 +277,7 @@ def _check_settings(
             "the request function is an async function, which the step does not await: "
             "build each ChatRequest in a plain one"
         )
-    if isinstance(row_concurrency, bool) or not isinstance(row_concurrency, int):
+    if isinstance(row_concurrency, bool) or not isinstance(row_concurrency, numbers.Integral):
         raise TypeError(f"row_concurrency must be a whole number, not {row_concurrency!r}")
     if row_concurrency < 1:
         raise ValueError(f"row_concurrency must be at least 1, not {row_concurrency}")
@@ -299,11 +300,12 @@ def _check_picklable(settings: Mapping[str, Any]) -> None:
             text = text_of(error)
             named = _UNPICKLED_ONE.match(text)
             whole = named is not None and text[named.end() : named.end() + 1] in ("", ":")
-            said = (
-                named.group(0)
-                if named is not None and whole
-                else f"{type(error).__name__}: message withheld"
-            )
+            if named is not None and whole:
+                said = named.group(0)
+            elif allamas_words(error, text):  # (a `Transport`'s own refusal, which advises)
+                said = text
+            else:
+                said = f"{type(error).__name__}: message withheld"
             if name == "tp":
                 raise TypeError(
                     f"the type cannot be pickled to send to Ray's workers ({said}): define "
@@ -436,7 +438,7 @@ class ExtractBatch:
         self._text_column = text_column
         self._build = request
         self._prompt = prompt
-        self._row_concurrency = row_concurrency
+        self._row_concurrency = int(row_concurrency)  # (numpy's, read from a config's array)
         self._limit: asyncio.Semaphore | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         """The event loop the batches run on, where the provider's connections live."""
