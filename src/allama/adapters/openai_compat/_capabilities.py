@@ -168,7 +168,8 @@ _MEDIUM_ONLY: tuple[tuple[str, str], ...] = (
     ("medium", "medium"),
     ("high", "medium"),
 )
-"""GPT-5.x chat (`gpt-5.1-chat-latest`): `medium` alone, which it reasons at by default."""
+"""GPT-5.x chat (`gpt-5.1-chat-latest`) and the deep-research models: `medium` alone, which
+they reason at by default."""
 _MEDIUM_TO_HIGH: tuple[tuple[str, str], ...] = (
     ("minimal", "medium"),
     ("low", "medium"),
@@ -322,6 +323,30 @@ _OPENAI_BASE_ROWS = (
         sampling="no",
         efforts=_NO_EFFORT,
         system_role=False,
+    ),
+    # Deep research (`o3-deep-research`, `o4-mini-deep-research`, and their dated ids), before
+    # the `o3*` and `o4-mini*` rows they match: `medium` alone (400 to `low` and `high`;
+    # anomalyco/opencode#26273, CherryHQ/cherry-studio#10676), no sampling, as the o-series.
+    # Of tools they take only `web_search_preview`, `code_interpreter`, `mcp` and
+    # `file_search` (400 "Deep research models only support the ...", charmbracelet/crush#2243),
+    # given through the body option: no functions, so none is forced or called in parallel;
+    # and at least one data source among them (web search, MCP or file search), which the
+    # caller gives. Background mode (`background: true`) is what OpenAI's guide advises.
+    *(
+        ModelFamily(
+            pattern,
+            StructuredLevel.STRICT,
+            tools=N,
+            forced_tool=N,
+            reasoning=S,
+            images=S,
+            stop=False,
+            logprobs=N,
+            efforts=_MEDIUM_ONLY,
+            parallel_tools=N,
+            sampling="no",
+        )
+        for pattern in ("o3-deep-research*", "o4-mini-deep-research*")
     ),
     ModelFamily(
         "o3*",

@@ -26,6 +26,17 @@ items added later) are kept verbatim, in order, under `provider_data["openai_res
   (`None` for the others), so that it goes back in its own shape: a backend that checks
   the item against its encrypted content (xAI) refuses one rewritten.
 
+Items that wait for the caller (`WAITING_ITEMS`): a call the caller must carry out and
+answer (`computer_call`, `shell_call`, `local_shell_call`, `apply_patch_call`, a
+`tool_search_call` run by the client) and an `mcp_approval_request` are kept verbatim with
+the other items allama has no type for, and answered by none of its messages. A completed
+response with one its output does not answer (a hosted shell's `shell_call` comes with its
+`shell_call_output`) finishes with `tool_calls`, not a plain stop, and carries a warning
+naming their types (`waiting_warning`). A next turn built from the response
+(`to_assistant_message()`) goes without them, and without the generated images and
+compactions that would carry state into it (`LEFT_OUT_ITEMS`): their types are kept under
+`provider_data["openai_responses"]["resume"]["left_out"]`, so that the encoder says so.
+
 Item ids: a response that says it was stored (`store: true`) and has a reasoning item
 keeps the id of the output item each content block came from (`msg_...`, `fc_...`, the
 reasoning item's own; `None` for a block of an item without one) under
@@ -50,17 +61,19 @@ in order, joined. A part with text but none, or with a list of another shape, le
 response with none (`None`): tokens of part of the text would not spell it.
 
 The finish reason comes from `status`: `completed` is a stop, or tool calls when the
-output has any; `incomplete` is a length or a content filter as `incomplete_details`
-says; `failed` raises the error the response holds (with the usage it reports in the
-error's context, `allama.errors.REPORTED_USAGE_KEY`; a stream yields it before the error);
-an `error` object beside a response is read alike in a body and a stream (`response_error`):
-one with neither a code nor a message is none, and one beside `completed` leaves the answer;
-`cancelled` and reasons nobody knows are kept as the provider's own words; a response still
-`queued` or `in_progress` (a background one) has none. Token counts follow allama's
-meaning, which is the API's: cached input inside `input_tokens`, reasoning inside
-`output_tokens`. What the usage says the call cost (OpenRouter's `cost`, `cost_details` and
-`is_byok`, xAI's `cost_in_usd_ticks`) is kept verbatim under
-`provider_data["openai_responses"]["usage_cost"]`.
+output has any (a call allama reads, or one that waits for the caller); `incomplete` is a
+length or a content filter as `incomplete_details` says; `failed` raises the error the
+response holds (with the usage it reports in the error's context,
+`allama.errors.REPORTED_USAGE_KEY`; a stream yields it before the error); an `error` object
+beside a response is read alike in a body and a stream (`response_error`): one with neither
+a code nor a message is none, and one beside `completed` leaves the answer; `cancelled` and
+reasons nobody knows are kept as the provider's own words. A response still `queued` or
+`in_progress` (a background one, `background: true`, answered before its output) is not an
+answer: it raises `InvalidRequestError` naming its id, whatever it holds so far (allama does
+not wait for it). Token counts follow allama's meaning, which is the API's: cached input
+inside `input_tokens`, reasoning inside `output_tokens`. What the usage says the call cost
+(OpenRouter's `cost`, `cost_details` and `is_byok`, xAI's `cost_in_usd_ticks`) is kept
+verbatim under `provider_data["openai_responses"]["usage_cost"]`.
 """
 
 from __future__ import annotations
@@ -79,7 +92,7 @@ from allama.adapters.openai_responses._errors import (
     error_from_payload,
     error_from_response,
 )
-from allama.errors import Error, with_reported_usage
+from allama.errors import Error, InvalidRequestError, with_reported_usage
 from allama.types import (
     SERVICE_TIER_KEY,
     ChatResponse,
@@ -87,6 +100,7 @@ from allama.types import (
     FinishReason,
     Reasoning,
     Refusal,
+    RequestField,
     TextPart,
     TokenLogprob,
     ToolCall,
@@ -108,9 +122,12 @@ __all__ = [
     "COMMENTARY",
     "ITEMS_KEY",
     "ITEM_IDS_KEY",
+    "LEFT_OUT_ITEMS",
+    "LEFT_OUT_KEY",
     "NAMESPACE",
     "REASONING_PARTS_KEY",
     "SURFACED_ITEMS",
+    "WAITING_ITEMS",
     "arguments_of",
     "decode_body",
     "decode_object",
@@ -121,12 +138,16 @@ __all__ = [
     "item_ids_resume",
     "kept_annotations",
     "kept_reasoning",
+    "left_out_kinds",
     "reasoning_parts",
     "reasoning_text",
     "response_error",
     "turn_resume",
+    "unfinished_error",
     "usage_of",
     "uses_search_preview",
+    "waiting_kinds",
+    "waiting_warning",
 ]
 
 NAMESPACE = "openai_responses"
@@ -149,6 +170,23 @@ SURFACED_ITEMS = frozenset({"message", "reasoning", *CALL_ITEMS})
 """The output item types allama reads into content blocks (a commentary message aside)."""
 COMMENTARY = "commentary"
 """The `phase` of a message that is the model's words on the way, not its answer."""
+WAITING_ITEMS: Mapping[str, str | None] = {
+    "computer_call": "computer_call_output",
+    "shell_call": "shell_call_output",
+    "local_shell_call": "local_shell_call_output",
+    "apply_patch_call": "apply_patch_call_output",
+    "tool_search_call": "tool_search_output",
+    "mcp_approval_request": None,
+}
+"""The output item types that wait for the caller's answer, which allama does not read, each
+with the type of the item that answers it by its `call_id` (the server's own, in the same
+output, where it ran the call: a hosted shell), `None` where only the caller answers."""
+LEFT_OUT_ITEMS = frozenset({"image_generation_call", "compaction"})
+"""Output item types beside `WAITING_ITEMS` that a next turn goes without, though they carry
+state into it (a generated image to edit, a compacted conversation)."""
+LEFT_OUT_KEY = "left_out"
+"""Under `resume`: the types of the output items a next turn built from the response goes
+without (`left_out_kinds`), in order, each once."""
 
 _INCOMPLETE: dict[str, FinishReason] = {
     "max_output_tokens": FinishReason.LENGTH,
@@ -189,7 +227,8 @@ def uses_search_preview(response: Mapping[str, Any]) -> bool:
 
 
 def finish_reason_of(response: Mapping[str, Any], *, has_tool_calls: bool) -> FinishReason | None:
-    """The finish reason of a response that did not fail, from its `status`."""
+    """The finish reason of a response that did not fail, from its `status` (`has_tool_calls`:
+    its output has a call, one allama reads or one that waits for the caller's answer)."""
     status = response.get("status")
     if not isinstance(status, str) or not status or status in _UNFINISHED:
         return None
@@ -202,6 +241,84 @@ def finish_reason_of(response: Mapping[str, Any], *, has_tool_calls: bool) -> Fi
             return _INCOMPLETE.get(reason) or FinishReason(reason)
         return FinishReason("incomplete")
     return FinishReason(status)
+
+
+def waiting_kinds(items: Sequence[Any]) -> list[str]:
+    """The types of the output items among `items` that wait for the caller's answer
+    (`WAITING_ITEMS`), in order, each once: a call the output does not answer by its
+    `call_id` itself, a tool search the client runs, an approval request."""
+    answered = {
+        (item.get("type"), item.get("call_id"))
+        for item in items
+        if isinstance(item, dict) and isinstance(item.get("call_id"), str)
+    }
+    kinds: list[str] = []
+    for item in items:
+        kind = item.get("type") if isinstance(item, dict) else None
+        if not isinstance(kind, str) or kind not in WAITING_ITEMS or kind in kinds:
+            continue
+        if kind == "tool_search_call" and item.get("execution") != "client":
+            continue  # the server searched: its output is the answer
+        if (WAITING_ITEMS[kind], item.get("call_id")) in answered:
+            continue
+        kinds.append(kind)
+    return kinds
+
+
+def left_out_kinds(items: Sequence[Any]) -> list[str]:
+    """The types of the output items among `items` (those allama has no type for) that a
+    next turn goes without and would miss: those that wait for the caller's answer, and the
+    generated images and compactions (`LEFT_OUT_ITEMS`), in order, each once."""
+    waiting = waiting_kinds(items)
+    kinds: list[str] = []
+    for item in items:
+        kind = item.get("type") if isinstance(item, dict) else None
+        if (
+            isinstance(kind, str)
+            and kind not in kinds
+            and (kind in waiting or kind in LEFT_OUT_ITEMS)
+        ):
+            kinds.append(kind)
+    return kinds
+
+
+def waiting_warning(kinds: Sequence[str], provider: str | None) -> Warning:
+    """The warning on a response whose output holds items of `kinds` that wait for the
+    caller's answer (`waiting_kinds`)."""
+    names = ", ".join(f"`{kind}`" for kind in kinds)
+    warning = Warning.unsupported(
+        RequestField.OPTIONS,
+        f"the response holds output items that wait for the caller's answer, which allama "
+        f"does not read ({names}): they are kept verbatim in `provider_data`, under "
+        f"`{ITEMS_KEY}`, and a next turn built from the response leaves them out",
+    )
+    return warning if provider is None else warning.with_provider(provider)
+
+
+def unfinished_error(
+    response: Mapping[str, Any], *, provider: str | None = None, model: str | None = None
+) -> Error | None:
+    """The error of a response not finished yet (`queued`, `in_progress`: a background one,
+    answered before its output), naming its id; `None` for any other."""
+    status = response.get("status")
+    if status not in _UNFINISHED:
+        return None
+    response_id = _string(response.get("id"))
+    named = f" `{response_id}`" if response_id else ""
+    error = (
+        InvalidRequestError(
+            f"the response{named} is not finished yet (status `{status}`): a background "
+            "response (`background: true`) is answered before its output, which allama "
+            "does not wait for; fetch it by its id once it is done"
+        )
+        .mark_authored()
+        .with_body(json.dumps(response))
+    )
+    if provider is not None:
+        error.with_provider(provider)
+    if model is not None:
+        error.with_model(model)
+    return error
 
 
 def json_text(value: Any) -> str:
@@ -297,16 +414,21 @@ def turn_resume(
     parts: Sequence[JsonValue | None],
     *,
     stored: bool,
+    left_out: Sequence[str] = (),
 ) -> JsonValue | None:
     """What `to_assistant_message()` carries for the next turn: the item ids
-    (`item_ids_resume`), and each block's kept reasoning parts (`kept_reasoning`, aligned
-    with `blocks`) when any block has some; `None` when there is neither."""
+    (`item_ids_resume`), each block's kept reasoning parts (`kept_reasoning`, aligned with
+    `blocks`) when any block has some, and the types of the items it goes without
+    (`left_out`, `left_out_kinds`), so that its encoder says so; `None` when there is none
+    of them."""
     resume: dict[str, JsonValue] = {}
     ids = item_ids_resume(blocks, stored=stored)
     if isinstance(ids, dict):
         resume.update(ids)
     if any(entry is not None for entry in parts):
         resume[REASONING_PARTS_KEY] = list(parts)
+    if left_out:
+        resume[LEFT_OUT_KEY] = list(left_out)
     return resume or None
 
 
@@ -468,6 +590,8 @@ def decode_object(
     for (`response_error`), and `ValueError` (with the reason) for one that does not fit the
     shape."""
     error = response_error(response, provider=provider, model=model)
+    if error is None:
+        error = unfinished_error(response, provider=provider, model=model)
     if error is not None:
         # Tokens paid for: an extraction records them (a stream yields them instead).
         raise _with_usage(error, response)
@@ -475,7 +599,10 @@ def decode_object(
     if not isinstance(output, list):
         raise _Unreadable("it has no `output` list")
     read = _blocks(output)
-    has_calls = any(isinstance(block, ToolCall) for block in read.blocks)
+    waiting = waiting_kinds(read.others)
+    if waiting:  # calls allama does not read, which the caller must answer
+        warnings = (*warnings, waiting_warning(waiting, provider))
+    has_calls = bool(waiting) or any(isinstance(block, ToolCall) for block in read.blocks)
     usage = response.get("usage")
     body_model = _string(response.get("model"))
     provider_data = read.provider_data()
@@ -490,8 +617,9 @@ def decode_object(
     kinds = [isinstance(block, Reasoning) for block in read.blocks]
     stored = response.get("store") is True  # only a stored item can be named by its id
     owners = list(zip(kinds, read.ids, strict=True))
-    resume = turn_resume(owners, read.parts, stored=stored)
-    if resume is not None:  # what the turn's reasoning goes back with: ids, its own parts
+    left_out = left_out_kinds(read.others)
+    resume = turn_resume(owners, read.parts, stored=stored, left_out=left_out)
+    if resume is not None:  # what the turn goes back with: ids, reasoning parts, items left out
         provider_data.setdefault(NAMESPACE, {})[RESUME_KEY] = resume
     return ChatResponse(
         tuple(read.blocks),

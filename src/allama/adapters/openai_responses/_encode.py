@@ -73,7 +73,14 @@ on `response_format` (`text.format`) and `tools`; a family with only JSON mode g
 - A call of a `custom` tool the body option's `tools` give (by its name) goes back as a
   `custom_tool_call` item, its arguments the free-text `input`, and its result as a
   `custom_tool_call_output`; every other call as a `function_call`. Forcing one by name
-  is the custom tool choice (`{"type": "custom", "name": ...}`).
+  is the custom tool choice (`{"type": "custom", "name": ...}`). A result whose call is not
+  in the messages (one made before a `previous_response_id`) goes as a function's, for a
+  `ToolMessage` does not name its tool: where the body option gives `custom` tools, with a
+  warning on `messages`.
+- An assistant turn goes without the output items its response held that allama has no
+  type for; those the next turn would miss (calls waiting for the caller's answer,
+  generated images, compactions: their types kept under `resume`) with a warning on
+  `messages`.
 - The request option `openai_responses` is merged into the body last (for
   `previous_response_id`, `store`, `truncation`, `metadata`...); its `text` and
   `reasoning` objects are added to allama's, and its `include` list to allama's, rather
@@ -97,6 +104,7 @@ from allama.adapters.openai_compat._encode import _Encoder as _ChatEncoder
 from allama.adapters.openai_compat._profile import WireProfile, pdfs_from
 from allama.adapters.openai_responses._decode import (
     ITEM_IDS_KEY,
+    LEFT_OUT_KEY,
     NAMESPACE,
     REASONING_PARTS_KEY,
     reasoning_text,
@@ -340,7 +348,28 @@ class _Encoder(_ChatEncoder):
         if written:
             items.append((_output_message(written), written_id))
         self.server_blocks_left_out(message)
+        self.items_left_out(message)
         return self.paired(items)
+
+    def items_left_out(self, message: AssistantMessage) -> None:
+        """Say that the turn goes without output items its response held that allama has
+        no type for and that the next turn would miss (calls waiting for the caller's
+        answer, generated images, compactions), as its response kept their types
+        (`resume`)."""
+        resume = message.provider_data.get(NAMESPACE, {}).get(RESUME_KEY)
+        kinds = resume.get(LEFT_OUT_KEY) if isinstance(resume, dict) else None
+        names = (
+            [f"`{kind}`" for kind in kinds if isinstance(kind, str)]
+            if isinstance(kinds, list)
+            else []
+        )
+        if names:
+            self.degradations.approximate(
+                RequestField.MESSAGES,
+                f"the turn's {', '.join(names)} output items were left out of the "
+                "conversation: allama sends back only its messages, function and custom "
+                "tool calls, and reasoning",
+            )
 
     def call_item(self, call: ToolCall) -> dict[str, Any]:
         """A call as the API takes it back: a custom tool's with its free-text `input`, or a
@@ -383,6 +412,23 @@ class _Encoder(_ChatEncoder):
             for block in message.content
             if isinstance(block, ToolCall) and self.other_tools.get(block.name) == "custom"
         )
+
+    @functools.cached_property
+    def seen_calls(self) -> frozenset[str]:
+        """The ids of the calls the conversation's assistant turns hold."""
+        return frozenset(
+            block.id
+            for message in self.sent_messages
+            if isinstance(message, AssistantMessage)
+            for block in message.content
+            if isinstance(block, ToolCall)
+        )
+
+    def unseen_call(self, call_id: str) -> bool:
+        """Whether a result answers a call the messages do not hold, where the body option's
+        tools include `custom` ones: a result goes as a function's or a custom tool's by its
+        call, which ToolMessage does not name, so such a result may go as the wrong one."""
+        return "custom" in self.other_tools.values() and call_id not in self.seen_calls
 
     def item_ids(self, message: AssistantMessage) -> list[str | None]:
         """The id of the output item each block came from, under `store: true` (elsewhere
@@ -510,6 +556,17 @@ class _Encoder(_ChatEncoder):
                 instead="the result was sent as plain content",
             )
         custom = message.tool_call_id in self.custom_calls
+        if not custom and self.unseen_call(message.tool_call_id):
+            # Its call came another way (`previous_response_id`): whose it is, unknown.
+            self.degradations.approximate(
+                RequestField.MESSAGES,
+                f"the result of tool call `{message.tool_call_id}`, whose call is not in the "
+                "messages (as one made before a `previous_response_id`), was sent as a "
+                "function's (`function_call_output`): the body option's tools include "
+                "`custom` ones, whose results go as `custom_tool_call_output`, and a result "
+                "does not name its tool; to send it as a custom tool's, send the turn with "
+                "its call in the messages",
+            )
         return {
             "type": "custom_tool_call_output" if custom else "function_call_output",
             "call_id": message.tool_call_id,

@@ -42,9 +42,10 @@ the same name on the `event:` line) and the stream ends at a terminal event, wit
   `decode_object` gives for the same response.
 - `response.completed`, `response.incomplete` (and `response.done`): items the stream never
   announced, the annotations of the finished ones, the ids of the items the blocks came
-  from and the reasoning items' own parts (`resume`, from each finished reasoning item, the
-  terminal response's copy last), the usage, and the finish reason, read as `decode_object`
-  reads them.
+  from, the reasoning items' own parts and the types of the items a next turn goes without
+  (`resume`, from each finished reasoning item, the terminal response's copy last), the
+  usage, the warning on items that wait for the caller's answer, and the finish reason,
+  read as `decode_object` reads them.
 - `response.failed` (or a terminal response that is an error as `decode_object` reads it:
   `response_error`): its usage, when it has one, then its error; `error`: the error. Either
   is raised after every event before it was yielded (those were paid for, as may be the
@@ -115,11 +116,14 @@ from allama.adapters.openai_responses._decode import (
     json_text,
     kept_annotations,
     kept_reasoning,
+    left_out_kinds,
     reasoning_parts,
     response_error,
     turn_resume,
     usage_of,
     uses_search_preview,
+    waiting_kinds,
+    waiting_warning,
 )
 from allama.adapters.openai_responses._errors import error_from_payload
 from allama.errors import Error, ServerError, StreamDecodeError
@@ -138,6 +142,7 @@ from allama.types import (
     TextDelta,
     ToolCallDelta,
     UsageEvent,
+    WarningEvent,
 )
 from allama.types._response import (
     RESUME_KEY,
@@ -1136,7 +1141,8 @@ class ResponsesStreamDecoder:
         )
         entries = [(reasoning, known.item_id) for _, reasoning, known in owners]
         parts = [known.kept if reasoning else None for _, reasoning, known in owners]
-        resume = turn_resume(entries, parts, stored=self._stored)
+        left_out = left_out_kinds([other for _, other in self._others])
+        resume = turn_resume(entries, parts, stored=self._stored, left_out=left_out)
         if resume is not None:
             yield ProviderDataEvent.model_construct(
                 namespace=NAMESPACE, key=RESUME_KEY, value=resume
@@ -1174,8 +1180,12 @@ class ResponsesStreamDecoder:
             yield UsageEvent(usage=usage_of(usage))
             yield from self._money(usage)
         yield from self._tier(response)
+        waiting = waiting_kinds([other for _, other in self._others])
+        if waiting:  # calls allama does not read, which the caller must answer
+            yield WarningEvent(warning=waiting_warning(waiting, self._provider))
         self.finished = self.done = True
-        yield Finish(finish_reason=finish_reason_of(terminal, has_tool_calls=self._has_calls))
+        calls = self._has_calls or bool(waiting)
+        yield Finish(finish_reason=finish_reason_of(terminal, has_tool_calls=calls))
 
 
 def _may_summarize(reasoning: Any) -> bool:
