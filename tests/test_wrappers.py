@@ -277,14 +277,18 @@ def test_a_failover_tried_again_waits_for_the_provider_that_serves_first() -> No
     first = MockProvider([daily, RateLimitedError("limit per day", retry_after=86399.0)])
     second = MockProvider([RateLimitedError("busy", retry_after=3.0), "ok"])
     policy = RetryPolicy(jitter=0.0, max_retry_after=60.0)
-    response = retrying(FailoverProvider([first, second]), clock, policy).chat(REQUEST)
+    failover = FailoverProvider([first, second], clock=clock)
+    response = retrying(failover, clock, policy).chat(REQUEST)
     assert response.text() == "ok" and clock.sleeps == [3.0]
-    # One that asked for no wait may serve at once: the backoff alone.
+    # One that asked for no wait may serve at once: the backoff alone (the failover passes
+    # over the one that asked for a day).
     clock = Clock()
-    first = MockProvider([RateLimitedError("limit per day", retry_after=86400.0), "ok"])
-    second = MockProvider([OverloadedError("busy")])
-    response = retrying(FailoverProvider([first, second]), clock, policy).chat(REQUEST)
+    first = MockProvider([RateLimitedError("limit per day", retry_after=86400.0)])
+    second = MockProvider([OverloadedError("busy"), "ok"])
+    failover = FailoverProvider([first, second], clock=clock)
+    response = retrying(failover, clock, policy).chat(REQUEST)
     assert response.text() == "ok" and clock.sleeps == [0.5]
+    assert len(first.requests) == 1
 
 
 def test_a_caller_that_stops_ends_a_retrys_pause_and_its_attempts() -> None:

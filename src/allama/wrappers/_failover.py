@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import threading
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
@@ -12,11 +14,13 @@ from allama._lazy import deferred_module
 from allama._not_a_request import not_a_request
 from allama.errors import (
     ACCOUNT_REFUSALS,
+    INNER_RECORD,
     AuthenticationError,
     Error,
     NotFoundError,
     ServerError,
     UnsupportedError,
+    asked_wait,
     errors_in_chain,
     paid_before_foreign,
     paid_for,
@@ -51,9 +55,15 @@ else:
     # Spans load with the first call (`opentelemetry` itself only if a tracer is set).
     _tracing = deferred_module("allama._tracing", globals(), "_tracing")
 
-__all__ = ["FailoverProvider"]
+__all__ = ["FAILOVER_METADATA_KEY", "FailoverProvider"]
 
 _FAILOVER_DATA_KEY = "failover"
+
+FAILOVER_METADATA_KEY = "allama.failover"
+"""The error-context metadata key of what a failover that raised passed over: `{"skipped":
+[...]}`, as its record on a response says (`FailoverProvider`)."""
+
+_SKIPPED = "skipped"
 
 _PROVIDER_FAILURES = (NotFoundError, ServerError)
 """Failures of the provider, not of the request: another provider need not meet them."""
@@ -72,47 +82,138 @@ def chain_onto(error: Error, previous: Error | None) -> Error:
     return error
 
 
+class _Waits:
+    """When each provider of a failover that asked to wait (a 429's `retry-after`) may be
+    sent to again, shared by every call of the failover from any thread or task: the lock
+    is held to read or write it, never over a call. A copy (pickled, deep-copied) begins
+    with none."""
+
+    __slots__ = ("_lock", "_until")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._until: dict[int, tuple[float, float, str]] = {}
+        """By `id` of the provider: until when, since when, and the kind of the error that
+        asked."""
+
+    def __reduce__(self) -> tuple[type[_Waits], tuple[()]]:
+        return (_Waits, ())
+
+    def now_waiting(self, now: float) -> dict[int, tuple[float, str]]:
+        """The providers waiting at `now`: until when, and why (the errors' kind); those
+        whose waits passed are forgotten."""
+        with self._lock:
+            for key in [key for key, (until, _, _) in self._until.items() if until <= now]:
+                del self._until[key]
+            return {key: (until, why) for key, (until, _, why) in self._until.items()}
+
+    def asked(self, provider: ChatProvider, now: float, seconds: float, why: str) -> None:
+        with self._lock:
+            known = self._until.get(id(provider))
+            if known is None or known[0] < now + seconds:
+                self._until[id(provider)] = (now + seconds, now, why)
+
+    def served(self, provider: ChatProvider, sent: float) -> None:
+        """`provider` answered a call sent at `sent`: a wait it asked before then is over
+        (one asked since, by a call that answered later, stays)."""
+        with self._lock:
+            known = self._until.get(id(provider))
+            if known is not None and known[1] <= sent:
+                del self._until[id(provider)]
+
+
 class _Tries:
     """The state of one failover call; the sync and async loops both ask it what to do."""
 
-    __slots__ = ("_held", "_owner", "names", "previous")
+    __slots__ = ("_held", "_owner", "_sent", "names", "order", "previous", "skipped")
 
     def __init__(self, owner: FailoverProvider, held: Holding) -> None:
         self._owner = owner
         self._held = held
         self.previous: Error | None = None
         self.names: list[str] = []
+        self.skipped: list[dict[str, JsonValue]] = []
+        self._sent = 0.0
+        self.order = self._ordered()
+
+    def _ordered(self) -> list[ChatProvider]:
+        """The providers to try, in order: those waiting left out, as `skipped` says, but
+        where every one is waiting, the one whose wait ends first."""
+        owner = self._owner
+        now = owner._clock()
+        waiting = owner._waits.now_waiting(now)
+        if not waiting:
+            return list(owner.providers)
+        order = [each for each in owner.providers if id(each) not in waiting]
+        if not order:
+            order = [min(owner.providers, key=lambda each: waiting[id(each)][0])]
+        tried = {id(each) for each in order}
+        for each in owner.providers:
+            if id(each) not in tried:
+                until, why = waiting[id(each)]
+                left = round(until - now, 3)
+                self.skipped.append({"provider": _named(each), "why": why, "seconds_left": left})
+        return order
 
     def begin(self, provider: ChatProvider) -> None:
-        # Its endpoint where it has one (`azure-openai@east.openai.azure.com`): two of one
-        # preset, as a failover across regions holds, are told apart. Behind a retry or an
-        # override the endpoint is still the provider's own (`HttpProvider.issuer`).
-        issuer = getattr(_sole_inner(provider), "issuer", None)
-        self.names.append(issuer if isinstance(issuer, str) else provider.name)
+        self.names.append(_named(provider))
+        self._sent = self._owner._clock()
 
-    def after_failure(self, error: Error, *, last: bool) -> bool:
-        """Whether to try the next provider; chains `error` onto the earlier failures. Not
-        when the caller closed meanwhile (a batch run: `allama.wrappers._gate`), which
-        reads no answer."""
+    def succeeded(self, provider: ChatProvider) -> None:
+        self._owner._waits.served(provider, self._sent)
+
+    def after_failure(self, provider: ChatProvider, error: Error, *, last: bool) -> bool:
+        """Whether to try the next provider; chains `error` onto the earlier failures, and
+        keeps the wait it asks of `provider` (its `retry_after`, retryable) for the calls
+        that follow. Not when the caller closed meanwhile (a batch run:
+        `allama.wrappers._gate`), which reads no answer."""
+        # Asked before it is chained: the earlier providers' waits are not this one's.
+        wait = asked_wait(error) if error.retryable else None
+        if wait is not None and wait > 0:
+            self._owner._waits.asked(provider, self._owner._clock(), wait, error.kind)
         chain_onto(error, self.previous)
         self.previous = error
         if last or not self._owner.fails_over_on(error) or gate_closed():
+            self.raising(error)
             return False
         # Told the caller (`allama.wrappers._gate`), which counts it if it cuts the call
         # while the next provider answers.
         self._held.holds(paid_for(error))
         return True
 
+    def raising(self, error: Error) -> None:
+        """The providers passed over, on the error raised (`FAILOVER_METADATA_KEY`), around
+        the record a failover inside put there."""
+        if not self.skipped:
+            return
+        record: dict[str, JsonValue] = {_SKIPPED: list(self.skipped)}
+        inner = error.context.metadata.get(FAILOVER_METADATA_KEY)
+        if inner is not None:
+            record[INNER_RECORD] = inner
+        error.with_metadata(FAILOVER_METADATA_KEY, record)
+
     def record(self) -> JsonValue | None:
-        """What a success reports about the providers tried, when there was more than one:
-        and what those that failed reported paying (`paid_before`)."""
-        if len(self.names) == 1:
+        """What a success reports about the providers tried, when there was more than one
+        or some were passed over: and what those that failed reported paying
+        (`paid_before`)."""
+        if len(self.names) == 1 and not self.skipped:
             return None
         record: dict[str, JsonValue] = {"attempts": len(self.names), "providers": list(self.names)}
+        if self.skipped:
+            record[_SKIPPED] = list(self.skipped)
         paid = paid_for(self.previous) if self.previous is not None else []
         if paid:
             record[PAID_BEFORE] = list(paid)
         return record
+
+
+def _named(provider: ChatProvider) -> str:
+    """A provider as a failover's record names it: by its endpoint where it has one
+    (`azure-openai@east.openai.azure.com`), so that two of one preset, as a failover across
+    regions holds, are told apart. Behind a retry or an override the endpoint is still the
+    provider's own (`HttpProvider.issuer`)."""
+    issuer = getattr(_sole_inner(provider), "issuer", None)
+    return issuer if isinstance(issuer, str) else provider.name
 
 
 class FailoverProvider(Wrapper):
@@ -132,9 +233,21 @@ class FailoverProvider(Wrapper):
     first piece of its answer (raised by the open, or sent as its first event: an overloaded
     server's); once the answer has begun, an error comes out of the iteration as it is.
 
+    A provider that failed with a retryable error asking for a wait (a 429's or a 503's
+    `retry-after`: its `retry_after`) is passed over until the wait has passed, by every
+    call of the failover, sync or async, from any thread: the calls go straight to the
+    next, rather than each paying a round trip to a provider that asked them to wait, and
+    holding it back further. Where every provider is waiting, the one whose wait ends first
+    is tried (and, answering, is waited for no longer). The providers passed over are
+    listed in the record, under `"skipped"`, each with why (its error's kind) and the
+    seconds its wait had left: `{"provider": "openai", "why": "rate_limited",
+    "seconds_left": 4.5}`; so is the error a failover raises, in its context metadata
+    (`"allama.failover"`). `clock` (seconds, `time.monotonic`) times the waits.
+
     Capability questions and dry runs are answered by the first provider, the one a request
-    goes to first. `close()`, `aclose()`, `with` and `async with` close each of its
-    providers, once however often it is listed.
+    goes to first (a wait it asked for passes: the dry run does not follow it). `close()`,
+    `aclose()`, `with` and `async with` close each of its providers, once however often it
+    is listed.
 
     >>> from allama.mock import MockProvider
     >>> from allama.errors import OverloadedError
@@ -150,12 +263,15 @@ class FailoverProvider(Wrapper):
         *,
         failover_on_unsupported: bool = False,
         name: str | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not providers:
             raise ValueError("a failover needs at least one provider")
         self.providers = tuple(providers)
         self.failover_on_unsupported = failover_on_unsupported
         self._name = name or "failover(" + ", ".join(p.name for p in self.providers) + ")"
+        self._clock = clock
+        self._waits = _Waits()
 
     @property
     def name(self) -> str:
@@ -191,18 +307,21 @@ class FailoverProvider(Wrapper):
     ) -> tuple[R, _Tries]:
         with holding() as held:
             tries = _Tries(self, held)
-            for index, provider in enumerate(self.providers):
+            for index, provider in enumerate(tries.order):
                 tries.begin(provider)
                 try:
                     with _tracing.attempt(traced, index + 1):
-                        return call(provider), tries
+                        answer = call(provider)
                 except Error as error:
-                    if not tries.after_failure(error, last=index == len(self.providers) - 1):
+                    if not tries.after_failure(provider, error, last=index == len(tries.order) - 1):
                         raise
                 except BaseException as raised:  # the provider's own: those before it paid
                     if tries.previous is not None:
                         paid_before_foreign(raised, paid_for(tries.previous))
                     raise
+                else:
+                    tries.succeeded(provider)
+                    return answer, tries
         raise AssertionError("unreachable: the last provider's error is raised")
 
     async def _arun(
@@ -221,18 +340,21 @@ class FailoverProvider(Wrapper):
     ) -> tuple[R, _Tries]:
         with holding() as held:
             tries = _Tries(self, held)
-            for index, provider in enumerate(self.providers):
+            for index, provider in enumerate(tries.order):
                 tries.begin(provider)
                 try:
                     with _tracing.attempt(traced, index + 1):
-                        return await call(provider), tries
+                        answer = await call(provider)
                 except Error as error:
-                    if not tries.after_failure(error, last=index == len(self.providers) - 1):
+                    if not tries.after_failure(provider, error, last=index == len(tries.order) - 1):
                         raise
                 except BaseException as raised:  # the provider's own: those before it paid
                     if tries.previous is not None:
                         paid_before_foreign(raised, paid_for(tries.previous))
                     raise
+                else:
+                    tries.succeeded(provider)
+                    return answer, tries
         raise AssertionError("unreachable: the last provider's error is raised")
 
     def chat(self, request: ChatRequest) -> ChatResponse:
