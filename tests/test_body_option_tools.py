@@ -55,8 +55,9 @@ CASES: dict[str, tuple[str, str, str, dict[str, Any], dict[str, Any]]] = {
         "gemini",
         "gemini-2.5-flash",
         "gemini",
-        {"cached_content": "cachedContents/c1"},
-        {"cachedContent": "cachedContents/c1"},
+        # (Not `cachedContent`, which Gemini refuses beside the request's tools.)
+        {"safety_settings": [{"category": "HARM_CATEGORY_HATE_SPEECH", "threshold": "OFF"}]},
+        {"safetySettings": [{"category": "HARM_CATEGORY_HATE_SPEECH", "threshold": "OFF"}]},
     ),
     "ollama": ("ollama", "llama3.2", "ollama", {"keep_alive": "5m"}, {"keep_alive": "5m"}),
 }

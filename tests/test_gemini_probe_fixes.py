@@ -20,7 +20,13 @@ from pydantic import BaseModel
 from tests._recording import Recorder, provider
 
 import allama
-from allama import ChatRequest, ExtractionMode, SchemaEnforcement, ToolDefinition
+from allama import (
+    ChatRequest,
+    ExtractionMode,
+    ResponseFormat,
+    SchemaEnforcement,
+    ToolDefinition,
+)
 from allama.adapters.gemini import decode_response
 from allama.errors import InvalidRequestError, StreamDecodeError
 from allama.schema import gemini_json_schema, gemini_response_schema
@@ -800,3 +806,250 @@ def test_a_part_gemini_cannot_read_is_refused_unsent(
         target.chat(ChatRequest("gemini-2.5-flash").user("read this", part))
     assert str(caught.value) == why
     assert recorder.bodies == []
+
+
+# 8. Cached content beside a system instruction, tools or a tool choice is refused unsent
+
+
+CACHE = "cachedContents/abc"
+CACHE_RULE = "the system instructions, tools and tool config go into the cache when it is made"
+
+
+def cached(request: ChatRequest, spelling: str = "cachedContent", **more: Any) -> ChatRequest:
+    return request.with_option_json("gemini", {spelling: CACHE, **more})
+
+
+@pytest.mark.parametrize("spelling", ["cachedContent", "cached_content"])
+@pytest.mark.parametrize("policy", [UnsupportedPolicy.WARN, UnsupportedPolicy.ERROR])
+def test_cached_content_beside_a_system_instruction_is_refused_unsent(
+    spelling: str, policy: UnsupportedPolicy
+) -> None:
+    target, recorder = provider("gemini", (200, answer([{"text": "ok"}])))
+    request = ChatRequest("gemini-2.5-flash").system("s").user("x").with_unsupported_policy(policy)
+    with pytest.raises(allama.UnsupportedError) as caught:
+        target.chat(cached(request, spelling))
+    assert caught.value.field is RequestField.SYSTEM
+    assert caught.value.message == (
+        "cannot send `system`: `gemini-2.5-flash` on Gemini answers 400 to system instructions "
+        "beside cached content (`cachedContent` of the body option `gemini`): " + CACHE_RULE
+    )
+    assert recorder.bodies == []
+
+
+def test_cached_content_beside_the_requests_tools_is_refused_on_tools() -> None:
+    target, recorder = provider("gemini", (200, answer([{"text": "ok"}])))
+    request = ChatRequest("gemini-2.5-flash").user("x").with_tools(TOOLS)
+    with pytest.raises(allama.UnsupportedError) as caught:
+        target.chat(cached(request))
+    assert caught.value.field is RequestField.TOOLS
+    assert caught.value.message == (
+        "cannot send `tools`: `gemini-2.5-flash` on Gemini answers 400 to tools beside cached "
+        "content (`cachedContent` of the body option `gemini`): " + CACHE_RULE
+    )
+    assert recorder.bodies == []
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("tools", [{"googleSearch": {}}]),
+        ("systemInstruction", {"parts": [{"text": "s"}]}),
+        ("tool_config", {"retrievalConfig": {"latLng": {"latitude": 1, "longitude": 2}}}),
+    ],
+)
+def test_cached_content_beside_the_options_own_fields_is_refused_on_options(
+    key: str, value: Any
+) -> None:
+    target, recorder = provider("gemini", (200, answer([{"text": "ok"}])))
+    with pytest.raises(allama.UnsupportedError) as caught:
+        target.chat(cached(ChatRequest("gemini-2.5-flash").user("x"), **{key: value}))
+    named = "toolConfig" if key == "tool_config" else key
+    assert caught.value.field is RequestField.OPTIONS
+    assert caught.value.message == (
+        f"cannot send `options`: `gemini-2.5-flash` on Gemini answers 400 to `{named}` beside "
+        "`cachedContent` in the body option `gemini`: " + CACHE_RULE
+    )
+    assert recorder.bodies == []
+
+
+def test_cached_content_alone_goes_beside_native_output() -> None:
+    target, recorder = provider("gemini", (200, answer([{"text": '{"a": 1}'}])))
+    result = allama.extract(target, Answer, cached(ChatRequest("gemini-2.5-flash").user("x")))
+    assert result.value == Answer(a=1)
+    assert result.metadata.mode is ExtractionMode.NATIVE
+    (body,) = recorder.bodies
+    assert sorted(body) == ["cachedContent", "contents", "generationConfig"]
+    assert body["cachedContent"] == CACHE
+    assert body["generationConfig"]["responseMimeType"] == "application/json"
+
+
+def test_a_forced_tool_extraction_with_a_cache_is_refused_unsent() -> None:
+    target, recorder = provider("gemini", (200, called({"a": 1})))
+    request = cached(ChatRequest("gemini-2.5-flash").user("x")).with_option(
+        ExtractionMode.FORCED_TOOL
+    )
+    with pytest.raises(allama.UnsupportedError) as caught:
+        allama.extract(target, Answer, request)
+    assert caught.value.field is RequestField.TOOLS
+    assert caught.value.message == (
+        "cannot send `tools`: `gemini-2.5-flash` on Gemini answers 400 to tools beside cached "
+        "content (`cachedContent` of the body option `gemini`): " + CACHE_RULE
+    )
+    metadata = allama.ExtractionMetadata.from_error(caught.value)
+    assert metadata is not None
+    assert (metadata.mode, metadata.passes) == (ExtractionMode.FORCED_TOOL, 0)
+    assert recorder.bodies == []
+
+
+def test_an_automatic_extraction_that_needs_the_tool_says_both_refusals() -> None:
+    target, recorder = provider("gemini", (200, called({"v": 1, "kids": []})))
+    with pytest.raises(allama.UnsupportedError) as caught:
+        allama.extract(target, Tree, cached(ChatRequest("gemini-1.5-pro").user("x")))
+    message = caught.value.message
+    assert message.startswith(
+        "`Tree` cannot be extracted from `gemini-1.5-pro` with its output constrained: native "
+        "output was refused ("
+    )
+    assert message.endswith(
+        "and forced-tool mode was refused too (cannot send `tools`: `gemini-1.5-pro` on Gemini "
+        "answers 400 to tools beside cached content (`cachedContent` of the body option "
+        f"`gemini`): {CACHE_RULE})"
+    )
+    assert recorder.bodies == []
+
+
+# 9. A response of no candidate, and no blocked prompt, reads the same whole or streamed
+
+NO_CANDIDATE_USAGE = {"promptTokenCount": 100, "candidatesTokenCount": 7, "totalTokenCount": 107}
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"candidates": [], "usageMetadata": NO_CANDIDATE_USAGE},
+        {"usageMetadata": NO_CANDIDATE_USAGE, "modelVersion": "gemini-2.5-flash"},
+    ],
+    ids=["empty-list", "no-field"],
+)
+def test_no_candidate_reads_as_an_empty_response_whole_and_streamed(
+    payload: dict[str, Any],
+) -> None:
+    request = ChatRequest("gemini-2.5-flash").user("x")
+    whole, _ = provider("gemini", (200, payload))
+    body = whole.chat(request)
+    streamed, _ = provider("gemini", (200, sse(payload)))
+    with streamed.chat_stream(request) as stream:
+        for _ in stream:
+            pass
+        collected = stream.response()
+    for response in (body, collected):
+        assert response.content == ()
+        assert response.finish_reason is None
+        assert response.usage == Usage(input_tokens=100, output_tokens=7)
+        assert response.provider_data == {}
+
+
+@pytest.mark.parametrize("mode", [ExtractionMode.NATIVE, ExtractionMode.FORCED_TOOL])
+def test_an_extraction_of_no_candidate_counts_its_pass_whole_and_streamed(
+    mode: ExtractionMode,
+) -> None:
+    payload = {"candidates": [], "usageMetadata": NO_CANDIDATE_USAGE}
+    request = ChatRequest("gemini-2.5-flash").user("x").with_option(mode)
+    missing = (
+        allama.MissingStructuredTextError
+        if mode is ExtractionMode.NATIVE
+        else allama.MissingToolCallError
+    )
+    whole, _ = provider("gemini", (200, payload))
+    with pytest.raises(missing) as from_body:
+        allama.extract(whole, Answer, request)
+    streamed, _ = provider("gemini", (200, sse(payload)))
+    with (
+        pytest.raises(missing) as from_stream,
+        allama.extract_stream(streamed, Answer, request) as stream,
+    ):
+        for _ in stream:
+            pass
+        stream.finish()
+    records = [allama.ExtractionMetadata.from_error(e.value) for e in (from_body, from_stream)]
+    for record in records:
+        assert record is not None
+        assert record.passes == 1
+        assert record.usage == Usage(input_tokens=100, output_tokens=7)
+        assert record.cost is not None
+    assert records[0] is not None and records[1] is not None
+    assert records[0].cost == records[1].cost
+    assert str(from_body.value) == str(from_stream.value)
+
+
+def test_a_stream_whose_candidate_comes_after_a_chunk_of_none_reads_as_it_did() -> None:
+    usage = {"promptTokenCount": 10, "candidatesTokenCount": 5}
+    data = sse(
+        {"usageMetadata": {"promptTokenCount": 10}, "modelVersion": MODEL},
+        chunk([{"text": "Hi"}], "STOP", usage),
+    )
+    target, _ = provider("gemini", (200, data))
+    with target.chat_stream(ChatRequest(MODEL).user("x")) as stream:
+        for _ in stream:
+            pass
+        response = stream.response()
+    assert response.content == (TextPart(text="Hi"),)
+    assert response.finish_reason == FinishReason.STOP
+    assert response.usage == Usage(input_tokens=10, output_tokens=5)
+
+
+def test_a_stream_cut_after_its_candidate_is_still_unfinished() -> None:
+    data = sse(
+        {"usageMetadata": {"promptTokenCount": 10}, "modelVersion": MODEL},
+        chunk([{"text": "Hi"}]),
+    )
+    target, _ = provider("gemini", (200, data))
+    with (
+        pytest.raises(allama.IncompleteStreamError),
+        target.chat_stream(ChatRequest(MODEL).user("x")) as stream,
+    ):
+        for _ in stream:
+            pass
+        stream.response()
+
+
+# 10. A caller's `propertyOrdering` is sent on either surface, said where it is not as given
+
+ORDERED: dict[str, Any] = {
+    "type": "object",
+    "properties": {"b": {"type": "string"}, "a": {"type": "string"}},
+    "required": ["b", "a"],
+    "propertyOrdering": ["a", "b"],
+}
+
+
+@pytest.mark.parametrize(
+    ("model", "key"),
+    [("gemini-2.5-flash", "responseJsonSchema"), ("gemini-1.5-pro", "responseSchema")],
+)
+def test_the_callers_property_ordering_is_sent_with_the_response_format(
+    model: str, key: str
+) -> None:
+    target, recorder = provider("gemini", (200, answer([{"text": '{"a": "1", "b": "2"}'}])))
+    fmt = ResponseFormat.for_schema(ORDERED, name="pair")
+    response = target.chat(ChatRequest(model).user("x").with_response_format(fmt))
+    sent = recorder.bodies[-1]["generationConfig"][key]
+    assert sent["propertyOrdering"] == ["a", "b"]
+    assert response.warnings == ()
+
+
+def test_an_ordering_naming_an_undeclared_property_is_said_on_the_response_format() -> None:
+    target, recorder = provider("gemini", (200, answer([{"text": '{"a": "1", "b": "2"}'}])))
+    schema = {**ORDERED, "propertyOrdering": ["a", "z"]}
+    fmt = ResponseFormat.for_schema(schema, name="pair")
+    response = target.chat(ChatRequest("gemini-2.5-flash").user("x").with_response_format(fmt))
+    sent = recorder.bodies[-1]["generationConfig"]["responseJsonSchema"]
+    assert sent["propertyOrdering"] == ["a", "b"]
+    assert said(response.warnings) == [
+        (
+            WarningKind.APPROXIMATED,
+            RequestField.RESPONSE_FORMAT,
+            "the response format `pair` was approximated: `propertyOrdering` at `/` names "
+            'properties the object does not declare: it was sent as ["a", "b"]',
+        )
+    ]

@@ -3,6 +3,7 @@ does not declare (no object satisfies it), and `type_schema` on a type its build
 
 from __future__ import annotations
 
+import json
 import traceback
 from typing import Annotated, Any
 from unittest import mock
@@ -181,3 +182,110 @@ def test_an_unhashable_type_expression_is_still_built() -> None:
     with pytest.raises(TypeError):
         hash(unhashable)
     assert type_schema(unhashable).schema == {"type": "integer"}
+
+
+# Gemini's `propertyOrdering`: the caller's kept on both surfaces, a note where it is not
+
+ORDERED: dict[str, Any] = {
+    "type": "object",
+    "properties": {"b": {"type": "string"}, "a": {"type": "string"}},
+    "required": ["b", "a"],
+    "propertyOrdering": ["a", "b"],
+}
+
+
+def test_gemini_json_schema_keeps_the_callers_property_ordering() -> None:
+    rewrite = gemini_json_schema(ORDERED)
+    assert rewrite.schema == {
+        "type": "object",
+        "properties": {"b": {"type": "string"}, "a": {"type": "string"}},
+        "required": ["b", "a"],
+        "additionalProperties": False,
+        "propertyOrdering": ["a", "b"],
+    }
+    assert notes(rewrite) == []
+
+
+def test_gemini_response_schema_keeps_the_callers_property_ordering() -> None:
+    rewrite = gemini_response_schema(ORDERED)
+    assert rewrite.schema == {
+        "type": "OBJECT",
+        "properties": {"b": {"type": "STRING"}, "a": {"type": "STRING"}},
+        "required": ["b", "a"],
+        "propertyOrdering": ["a", "b"],
+    }
+    assert notes(rewrite) == []
+
+
+def test_a_nested_objects_ordering_and_one_of_a_nullable_object_are_kept() -> None:
+    inner = {
+        "type": ["object", "null"],
+        "properties": {"y": {"type": "integer"}, "x": {"type": "integer"}},
+        "required": ["y", "x"],
+        "propertyOrdering": ["x", "y"],
+    }
+    schema = {"type": "object", "properties": {"o": inner}, "required": ["o"]}
+    sent = gemini_response_schema(schema)
+    assert sent.schema["properties"]["o"] == {
+        "type": "OBJECT",
+        "properties": {"y": {"type": "INTEGER"}, "x": {"type": "INTEGER"}},
+        "required": ["y", "x"],
+        "propertyOrdering": ["x", "y"],
+        "nullable": True,
+    }
+    assert gemini_json_schema(schema).schema["properties"]["o"]["propertyOrdering"] == ["x", "y"]
+
+
+@pytest.mark.parametrize(
+    ("ordering", "why", "sent"),
+    [
+        (["c"], "does not name every property", ["c", "b", "a"]),
+        (["a", "z", "c", "b"], "names properties the object does not declare", ["a", "c", "b"]),
+        (["a", "c", "b", "a"], "names a property more than once", ["a", "c", "b"]),
+        ("a,b,c", "is not a list of property names", ["b", "a", "c"]),
+        (["a", 1, "b", "c"], "is not a list of property names", ["a", "b", "c"]),
+    ],
+)
+@pytest.mark.parametrize("dialect", [gemini_json_schema, gemini_response_schema])
+def test_an_ordering_that_does_not_name_each_property_once_is_sent_completed_with_a_note(
+    dialect: Any, ordering: Any, why: str, sent: list[str]
+) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"b": {"type": "string"}, "a": {"type": "string"}, "c": {"type": "string"}},
+        "propertyOrdering": ordering,
+    }
+    rewrite = dialect(schema)
+    assert rewrite.schema["propertyOrdering"] == sent
+    message = f"`propertyOrdering` at `/` {why}: it was sent as {json.dumps(sent)}"
+    assert notes(rewrite) == [("approximated", "/", message)]
+    assert rewrite.strict_representable
+
+
+@pytest.mark.parametrize("dialect", [gemini_json_schema, gemini_response_schema])
+def test_an_ordering_beside_no_property_is_removed_with_a_note(dialect: Any) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"s": {"type": "string", "propertyOrdering": ["q"]}},
+        "required": ["s"],
+    }
+    rewrite = dialect(schema)
+    assert "propertyOrdering" not in rewrite.schema["properties"]["s"]
+    assert notes(rewrite) == [
+        (
+            "approximated",
+            "/properties/s",
+            "`propertyOrdering` was removed at `/properties/s`: no properties are sent beside it",
+        )
+    ]
+
+
+def test_an_object_without_type_keeps_its_ordering_on_its_object_branch() -> None:
+    schema = {
+        "properties": {"b": {"type": "string"}, "a": {"type": "string"}},
+        "propertyOrdering": ["a", "b"],
+    }
+    rewrite = gemini_response_schema(schema)
+    (branch,) = [b for b in rewrite.schema["anyOf"] if b["type"] == "OBJECT"]
+    assert branch["propertyOrdering"] == ["a", "b"]
+    assert not any("propertyOrdering" in n.message for n in rewrite.notes)

@@ -69,7 +69,9 @@ under `finish_message`. `FINISH_REASON_UNSPECIFIED` (or none) is `None`; the boi
 `finishMessage` of a normal stop is not kept. A prompt Gemini blocked (no candidate,
 `promptFeedback.blockReason`) is an empty response finished by `content_filter`, the reason
 under `block_reason` and `blockReasonMessage` (Vertex), or a sentence naming the reason, as
-the decline explanation.
+the decline explanation. A response of no candidate whose prompt was not blocked is an empty
+response of no finish reason (`None`, as Gemini gave none), its usage kept: a stream of no
+candidate that ends with a usage reads the same (`_stream`).
 
 Log-probabilities. The response candidate's `logprobsResult` (present when the request set
 `responseLogprobs`) becomes `ChatResponse.logprobs`: `chosenCandidates[i]` (`token`,

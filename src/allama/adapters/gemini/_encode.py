@@ -5,7 +5,10 @@ under `UnsupportedPolicy.WARN`, refused before sending under `ERROR`). A respons
 is always enforced by Gemini, so one its surface cannot hold (recursion, a map on the
 OpenAPI surface), or JSON output beside function declarations on a family that answers 400
 to it, is refused before sending whatever the policy, and automatic extraction falls back
-to a forced tool.
+to a forced tool. So is cached content (the body option's `cachedContent`) beside a system
+instruction, tools or a tool choice, which Gemini answers 400: they go into the cache when
+it is made. A forced-tool extraction, whose tool is one, cannot use a cache; an automatic
+one sends native output, beside which the cache goes.
 
 A `choice` response format is Gemini's enum output: `responseMimeType: "text/x.enum"` and a
 `STRING` enum as `responseSchema` (the surface the documentation shows for it, whatever
@@ -91,7 +94,9 @@ allama's with a warning on the field. Google's snake_case spelling of a field
 (`generation_config`, `response_mime_type`) is read as its camelCase one; a field given in
 both spellings is refused. A `stream` is no field of Gemini's (the URL says whether the
 answer streams): it is not sent, with a warning on `options` where it differs from the
-call's."""
+call's. Its `cachedContent` is refused before sending beside a system instruction, tools or
+a tool choice (`toolConfig`), which Gemini answers 400: those go into the cache when it is
+made."""
 
 THINKING_BUDGETS = {"minimal": 512, "low": 2048, "medium": 8192, "high": 24_576}
 """`thinkingBudget` per reasoning effort, within the family's range (Gemini 2.5)."""
@@ -607,9 +612,38 @@ class _Encoder:
             if "toolConfig" in given:
                 body["toolConfig"] = self.merged_tool_config(tool_config, given.pop("toolConfig"))
             body.update(given)
+            ours = {"systemInstruction": system, "tools": tools, "toolConfig": tool_config}
+            self.check_cache(body, ours)
         if generation:
             body["generationConfig"] = generation
         return body
+
+    def check_cache(self, body: dict[str, Any], ours: dict[str, Any]) -> None:
+        """Refuse, before sending and whatever the policy, cached content beside a system
+        instruction, tools or a tool config: Gemini answers 400 to any of them ("CachedContent
+        can not be used with GenerateContent request setting system_instruction, tools or
+        tool_config"), which go into the cache when it is made. Neither side is dropped:
+        without the cache the request is another, without the others the model answers
+        without the instructions or tools the caller gave. Named on the request's field, or
+        on `options` where the body option gave it (`ours` holds allama's own)."""
+        if not body.get("cachedContent"):
+            return
+        for key, (field, what) in _NOT_WITH_CACHE.items():
+            if not body.get(key):
+                continue
+            if ours[key]:
+                beside = (
+                    f"{what} beside cached content (`cachedContent` of the body option "
+                    f"`{BODY_OPTION}`)"
+                )
+            else:
+                field = RequestField.OPTIONS
+                beside = f"`{key}` beside `cachedContent` in the body option `{BODY_OPTION}`"
+            raise self.degradations.unsupported(
+                field,
+                f"{self.where} answers 400 to {beside}: the system instructions, tools and "
+                "tool config go into the cache when it is made",
+            )
 
     def camel_option(self, extra: dict[str, Any]) -> dict[str, Any]:
         """The body option with Google's snake_case field names (`generation_config`,
@@ -691,6 +725,14 @@ class _Encoder:
         what = f"`{where}` of the body option `{BODY_OPTION}`"
         self.degradations.warn(replaced_by_option(self.request, field, what, theirs))
 
+
+_NOT_WITH_CACHE = {
+    "systemInstruction": (RequestField.SYSTEM, "system instructions"),
+    "tools": (RequestField.TOOLS, "tools"),
+    "toolConfig": (RequestField.TOOL_CHOICE, "a tool choice (`toolConfig`)"),
+}
+"""The fields Gemini takes no `cachedContent` beside, by the request field each stands for
+and how it is named."""
 
 _CAMEL_DEEP = ("generationConfig", "toolConfig", "systemInstruction")
 """The body option's messages renamed all the way down (`_NOT_MESSAGES` aside), besides the
@@ -789,11 +831,11 @@ def encode_request(
     Gemini the URL says which; only log-probabilities are refused in a stream.
 
     Raises `UnsupportedError` (stage `BEFORE_SENDING`) for what Gemini cannot honour under
-    `UnsupportedPolicy.ERROR`, and for a response schema it cannot enforce under any
-    policy; `InvalidRequestError` for a conversation it cannot take (tool call arguments
-    that are not an object, a tool result answering no call, no message but system ones, a
-    data URL that is not valid base64, an image of another type or of no data) and for a
-    tool whose parameters are not an object.
+    `UnsupportedPolicy.ERROR`, and for a response schema it cannot enforce or cached content
+    beside system instructions or tools under any policy; `InvalidRequestError` for a
+    conversation it cannot take (tool call arguments that are not an object, a tool result
+    answering no call, no message but system ones, a data URL that is not valid base64, an
+    image of another type or of no data) and for a tool whose parameters are not an object.
     """
     encoder = _Encoder(request, profile, family, degradations, stream)
     body = encoder.body()

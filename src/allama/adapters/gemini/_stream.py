@@ -39,18 +39,21 @@ false (a `data: [DONE]` line, OpenAI's end marker, which a proxy may add, is ski
 `close()` (at the end of the bytes) stops the open block, reports the parts kept verbatim,
 the candidate metadata and the finish's provider data, and then `Finish` if a chunk carried
 a finish reason; a stream that ends without one is left unfinished, so that collecting it
-raises `IncompleteStreamError`. Usage comes from each chunk's `usageMetadata` (running
-totals: a count reported replaces the one before). Chunks before the one with the finish
-reason carry the input counts and running (or no) output counts, which omitted read as 0:
-their output and reasoning counts (and output audio, image and video tokens) are not
-reported, so a stream that fails, is cut or is cancelled before its finishing chunk keeps
-its input count and an unknown output, as the Anthropic decoder does. The finishing chunk's
-usage (or a later chunk's) is the whole call's, read as a body's is. An error object is
-raised after every event before it was yielded (those were paid for); one after the finish
-reason, after the events `close()` would have given (`Finish` among them), so the stream
-ends there with its answer whole. A chunk that does not
-fit the response shape raises `StreamDecodeError` after its usage, read by the same rule,
-was reported, and with that usage on the error, as a body's that cannot be read has it.
+raises `IncompleteStreamError`. But a stream none of whose chunks had a candidate, nor a
+blocked prompt, and one of them a usage, ends as the same body reads: an empty response of
+no finish reason, its last such usage (whole, as a finishing chunk's) the call's. Usage
+comes from each chunk's `usageMetadata` (running totals: a count reported replaces the one
+before). Chunks before the one with the finish reason carry the input counts and running (or
+no) output counts, which omitted read as 0: their output and reasoning counts (and output
+audio, image and video tokens) are not reported, so a stream that fails, is cut or is
+cancelled before its finishing chunk keeps its input count and an unknown output, as the
+Anthropic decoder does. The finishing chunk's usage (or a later chunk's) is the whole
+call's, read as a body's is. An error object is raised after every event before it was
+yielded (those were paid for); one after the finish reason, after the events `close()` would
+have given (`Finish` among them), so the stream ends there with its answer whole. A chunk
+that does not fit the response shape raises `StreamDecodeError` after its usage, read by the
+same rule, was reported, and with that usage on the error, as a body's that cannot be read
+has it.
 """
 
 from __future__ import annotations
@@ -301,6 +304,17 @@ def _running(chunk: Chunk) -> None:
     chunk.tokens = {key: value for key, value in tokens.items() if value is not None}
 
 
+def _held(chunk: Chunk) -> Chunk:
+    """A copy of `chunk`'s usage (its counts, billed tokens and tier), kept whole before
+    `_running` takes out what a chunk before the finishing one cannot know."""
+    held = Chunk()
+    held.usage = chunk.usage
+    held.tokens = {key: dict(value) for key, value in chunk.tokens.items()}
+    held.tier = chunk.tier
+    held.tier_said = chunk.tier_said
+    return held
+
+
 class _Events:
     """A `BlockSink` that makes stream events, with allama's block indices from 0."""
 
@@ -362,6 +376,11 @@ class GenerateStreamDecoder:
         self._finish: str | None = None
         self._finish_message: Any = None
         self._blocked: dict[str, JsonValue] | None = None
+        self._answered = False
+        """Whether a chunk has carried the response candidate."""
+        self._unanswered: Chunk | None = None
+        """The last chunk with neither a candidate nor a blocked prompt but a usage, while no
+        chunk has had a candidate: its usage whole, read as the finishing chunk's is."""
         self._citations: Any = None
         self._grounding: Any = None
         self._url_context: Any = None
@@ -487,6 +506,13 @@ class GenerateStreamDecoder:
             # A blocked prompt (in the first chunk, which has no candidate).
             self._blocked = chunk.blocked
             self.finished = True
+        if chunk.has_candidate:
+            self._answered = True
+            self._unanswered = None
+        elif not self._answered and chunk.blocked is None and chunk.usage is not None:
+            # No candidate and no blocked prompt, as a body may be: if the stream ends with
+            # no candidate, its usage is the call's, and the answer is an empty one.
+            self._unanswered = _held(chunk)
         if not self.finished:
             _running(chunk)
         yield from self._usage(chunk)
@@ -541,6 +567,11 @@ class GenerateStreamDecoder:
             for key, value in self._blocked.items():
                 yield ProviderDataEvent(namespace=NAMESPACE, key=key, value=value)
             yield Finish(finish_reason=FinishReason.CONTENT_FILTER)
+        elif self._unanswered is not None and not self._answered:
+            # Gemini answered with no candidate, and did not say the prompt was blocked: an
+            # empty response of no finish reason, as the same body reads, its usage whole.
+            yield from self._usage(self._unanswered)
+            yield Finish(finish_reason=None)
 
 
 def decode_stream(

@@ -20,10 +20,17 @@ honoured there, other known fields "processed but ignored" (older guidance added
 are still sent, as a hint, but noted as not enforced (the other bounds, `pattern` among
 them, are removed with a note); an `anyOf` that is only `X` or `null` goes as a `nullable`
 `X`, which is honoured.
+
+`propertyOrdering` (Google's keyword for the order the model writes an object's properties
+in, taken on both surfaces) is kept as the caller gives it where it names each property sent
+once; one that does not is sent as the names it lists, in its order, then the others, and
+one beside no property sent is removed, each with a note. `responseSchema` gets the
+properties' order where the caller gave none (Gemini 2.0 needs it for a stable order).
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -38,10 +45,16 @@ from allama.schema._dialects._engine import (
 )
 from allama.schema._pointer import quoted
 from allama.schema._rewrite import Rewrite
+from allama.schema._walk import copy_json
 
 __all__ = ["gemini_json_schema", "gemini_response_schema"]
 
-_TYPED_WORDS = OBJECT_KEYWORDS | ARRAY_KEYWORDS | STRING_KEYWORDS | NUMBER_KEYWORDS
+_ORDERING = "propertyOrdering"
+"""Google's own keyword, on both surfaces: the order the model writes an object's
+properties in. A caller's is kept (see `_GeminiBase.ordering`); `responseSchema` has the
+properties' order where the caller gave none."""
+_OBJECT_WORDS = OBJECT_KEYWORDS | {_ORDERING}
+_TYPED_WORDS = _OBJECT_WORDS | ARRAY_KEYWORDS | STRING_KEYWORDS | NUMBER_KEYWORDS
 
 
 _HINTS = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minItems"})
@@ -61,7 +74,9 @@ class _GeminiBase(Engine):
     def keyword(
         self, key: str, value: Any, node: dict[str, Any], out: dict[str, Any], pointer: str
     ) -> None:
-        if key in ("exclusiveMinimum", "exclusiveMaximum"):
+        if key == _ORDERING:
+            out[key] = copy_json(value)  # checked against the properties sent (`ordering`)
+        elif key in ("exclusiveMinimum", "exclusiveMaximum"):
             self.exclusive(key, value, node, out, pointer)
         elif key in ("minimum", "maximum"):
             other = out.get(key)
@@ -91,6 +106,42 @@ class _GeminiBase(Engine):
             edge = max(edge, other) if lower else min(edge, other)
         out[bound] = edge
 
+    def ordering(self, out: dict[str, Any], pointer: str) -> None:
+        """The caller's `propertyOrdering` kept where it lists each property sent once;
+        otherwise sent as the names it lists that are sent, in its order, then the others in
+        theirs, or removed where no property is sent: with a note either way."""
+        given = out.pop(_ORDERING, None)
+        if given is None:
+            return
+        props = out.get("properties")
+        names: list[str] = list(props) if isinstance(props, dict) else []
+        if not names:
+            self.removed(pointer, _ORDERING, "no properties are sent beside it")
+            return
+        listed = given if isinstance(given, list) else []
+        words = [name for name in listed if isinstance(name, str)]
+        if len(words) == len(listed) and sorted(set(words)) == sorted(names) == sorted(words):
+            out[_ORDERING] = words
+            return
+        declared = set(names)
+        order = [name for name in dict.fromkeys(words) if name in declared]
+        named = set(order)
+        order += [name for name in names if name not in named]
+        out[_ORDERING] = order
+        if not isinstance(given, list) or len(words) < len(listed):
+            why = "is not a list of property names"
+        elif any(name not in declared for name in words):
+            why = "names properties the object does not declare"
+        elif len(set(words)) < len(words):
+            why = "names a property more than once"
+        else:
+            why = "does not name every property"
+        self.approximated(
+            pointer,
+            f"`{_ORDERING}` at {quoted(pointer)} {why}: it was sent as "
+            f"{json.dumps(order, ensure_ascii=False)}",
+        )
+
 
 class _JsonSchema(_GeminiBase):
     provider: ClassVar[str] = "Gemini responseJsonSchema"
@@ -106,6 +157,7 @@ class _JsonSchema(_GeminiBase):
     def shape(self, out: dict[str, Any], node: dict[str, Any], pointer: str) -> None:
         super().shape(out, node, pointer)
         self.required_undeclared(out, pointer, closed=out.get("additionalProperties") is False)
+        self.ordering(out, pointer)
 
 
 class _ResponseSchema(_GeminiBase):
@@ -183,6 +235,7 @@ class _ResponseSchema(_GeminiBase):
             out["items"] = {}  # any item, the widest form (noted as not enforced)
         # `properties` are left on closed objects only (an open one lost them above)
         self.undeclared_required(out, pointer)
+        self.ordering(out, pointer)
         if _sends_any_of(out):
             what = "`anyOf`" if "anyOf" in out else "`type` with more than one type (an `anyOf`)"
             self.approximated(
@@ -242,7 +295,7 @@ def _by_type(node: dict[str, Any]) -> dict[str, Any]:
     outer = {k: v for k, v in node.items() if k not in _TYPED_WORDS}
     branches: list[dict[str, Any]] = []
     for kind, words in (
-        ("object", OBJECT_KEYWORDS),
+        ("object", _OBJECT_WORDS),
         ("array", ARRAY_KEYWORDS),
         ("string", STRING_KEYWORDS),
         ("number", NUMBER_KEYWORDS),
@@ -301,8 +354,8 @@ def _openapi(node: Any) -> Any:
         if nullable and kinds:
             out["nullable"] = True
     props = out.get("properties")
-    if isinstance(props, dict) and len(props) > 1:
-        out["propertyOrdering"] = list(props)
+    if isinstance(props, dict) and len(props) > 1 and _ORDERING not in out:
+        out[_ORDERING] = list(props)  # the caller's own, checked, stands
     return out
 
 
