@@ -18,6 +18,9 @@ request for a while) cut it again: their backoff grows, and the rate stays where
 to.
 A request waiting for its turn when a pause begins waits for the pause too. So a 429 slows
 the run instead of ending it.
+A successful answer whose rate-limit headers say a limit is used up (a remaining count of
+0, `RATE_LIMIT_RESET_KEY`) pauses every new request until that limit resets, which would
+each meet a 429 before: no 429 was met, so the rate is not cut, nor the backoff grown.
 """
 
 from __future__ import annotations
@@ -25,12 +28,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import numbers
 import time
 from collections import deque
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Any
 
-__all__ = ["RateLimiter"]
+__all__ = ["LONGEST_WAIT", "RateLimiter", "per_minute"]
 
 _RECOVERY_SECONDS = 10.0
 _FIRST_BACKOFF = 1.0
@@ -43,11 +48,44 @@ _GUESSED_CEILING = 1e6
 that it is no limit."""
 
 
+LONGEST_WAIT = 900.0
+"""The longest wait a run makes when a provider asks for one (15 minutes): one asked for
+longer (a limit per day, reset tomorrow) stops the run, whose inputs a later run sends."""
+_SLOWEST_RPM = 60.0 / LONGEST_WAIT
+"""The least `rpm`: a request every 15 minutes, the longest a run waits."""
+
+
 def positive(value: Any, *, zero: bool = False) -> bool:
     """Whether `value` is a finite real number more than 0 (or 0, with `zero`)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return False
-    return math.isfinite(value) and (value >= 0 if zero else value > 0)
+    try:
+        return math.isfinite(value) and (value >= 0 if zero else value > 0)
+    except OverflowError:  # an int past a float's range
+        return False
+
+
+def per_minute(name: str, rate: Any) -> float | None:
+    """`rate` (`rpm` or `tpm`) checked: a real number (an `int`, a `float`, a `Decimal`, a
+    `Fraction`, numpy's), finite and more than 0, as a float (an `int` as it is, which the
+    ledger's settings keep as they were); an `rpm` so low that its requests would be more
+    than 15 minutes apart, a wait no provider asks a run to make silently, is refused."""
+    if rate is None:
+        return None
+    number = None
+    if not isinstance(rate, bool) and isinstance(rate, numbers.Real | Decimal):
+        try:
+            number = float(rate)
+        except (OverflowError, ValueError, TypeError):
+            number = None
+    if number is None or not math.isfinite(number) or number <= 0:
+        raise ValueError(f"{name} must be a number more than 0 (a rate per minute), not {rate!r}")
+    if name == "rpm" and number < _SLOWEST_RPM:
+        raise ValueError(
+            f"rpm must be at least 1/15 (a request every 15 minutes, the longest a run "
+            f"waits), not {rate!r}"
+        )
+    return rate if type(rate) is int else number
 
 
 class RateLimiter:
@@ -61,11 +99,7 @@ class RateLimiter:
         backoff: float = _FIRST_BACKOFF,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        for name, rate in (("rpm", rpm), ("tpm", tpm)):
-            if rate is not None and not positive(rate):
-                raise ValueError(
-                    f"{name} must be a number more than 0 (a rate per minute), not {rate!r}"
-                )
+        rpm, tpm = per_minute("rpm", rpm), per_minute("tpm", tpm)
         self._clock = clock
         self._backoff = backoff
         self._rpm = rpm
@@ -75,6 +109,8 @@ class RateLimiter:
         """What the share recovers to: the whole `rpm` given, or past a guessed one."""
         self._next = 0.0
         self._paused_until = 0.0
+        self._limited_until = 0.0
+        """The end of the last pause a 429 made (the pause may last longer, for a reset)."""
         self._tpm = tpm
         self._window: deque[list[float]] = deque()
         """The requests of the last 60 seconds, each `[sent at, tokens]`, in order."""
@@ -110,6 +146,9 @@ class RateLimiter:
         """Times the rate was cut: a burst of 429s answering requests sent together is one."""
         self.rate_limited = 0
         """Rate-limit answers (429s) met."""
+        self.resets_waited = 0
+        """Pauses until a rate limit an answer's headers said was used up reset
+        (`until_reset`): no 429 met."""
 
     @property
     def paused_for(self) -> float:
@@ -340,10 +379,11 @@ class RateLimiter:
             # the provider asked, and for the pause in force; the backoff stays.
             pause = max(asked or 0.0, self._paused_until - now, 0.0)
             self._paused_until = max(self._paused_until, now + pause)
+            self._limited_until = max(self._limited_until, now + pause)
             return pause
         # 429s in a row double the backoff: one within ten seconds of the last, or of the
         # end of the pause it made (a pause longer than ten seconds is no quiet spell).
-        quiet = now - max(self._last_strike, self._paused_until)
+        quiet = now - max(self._last_strike, self._limited_until)
         self._strikes = self._strikes + 1 if quiet < _RECOVERY_SECONDS else 1
         self._last_strike = now
         # The wait asked is the least to pause, not the pause: a provider asking a few
@@ -353,6 +393,7 @@ class RateLimiter:
         backoff = min(_MAX_BACKOFF, self._backoff * 2.0 ** min(self._strikes - 1, 32))
         pause = max(asked or 0.0, backoff)
         self._paused_until = max(self._paused_until, now + pause)
+        self._limited_until = max(self._limited_until, now + pause)
         self._cut_at = now
         if self._served < self._last_cut:
             # Nothing sent since the last cut was answered: the provider still refuses (its
@@ -377,6 +418,18 @@ class RateLimiter:
         self._scale = max(self._scale / 2, 1 / 64)
         self._respace()
         return pause
+
+    def until_reset(self, wait: float) -> None:
+        """An answer's headers said a rate limit of the provider is used up, resetting in
+        `wait` seconds: no new request goes before then (each would meet a 429). Not a
+        429: the rate and the backoff stay. A wait longer than a run makes is not made
+        here: the next request's 429 asks for it, which stops the run saying so."""
+        if not 0 < wait <= LONGEST_WAIT:
+            return
+        now = self._clock()
+        if self._paused_until <= now:
+            self.resets_waited += 1  # (answers saying so during the pause are of it)
+        self._paused_until = max(self._paused_until, now + wait)
 
     def served(self, sent_at: float) -> None:
         """A request sent at `sent_at` was answered (not with a 429). From a worker thread

@@ -78,7 +78,7 @@ from allama.batch._ledger import (
     runs_settings,
     with_warnings,
 )
-from allama.batch._limits import RateLimiter, positive
+from allama.batch._limits import LONGEST_WAIT, RateLimiter, per_minute, positive
 from allama.batch._threads import DaemonPool
 from allama.errors import (
     ACCOUNT_REFUSALS,
@@ -106,7 +106,15 @@ from allama.schema._errors import SchemaError
 from allama.schema._pointer import child, display
 from allama.schema._types import type_label, type_schema
 from allama.schema._walk import SCHEMA_MAPS, check_json
-from allama.types import ChatRequest, ChatResponse, FieldSubject, Usage, Warning
+from allama.types import (
+    ALLAMA_NAMESPACE,
+    ChatRequest,
+    ChatResponse,
+    FieldSubject,
+    Usage,
+    Warning,
+)
+from allama.types._response import RATE_LIMIT_RESET_KEY
 from allama.wrappers._gate import Call, Gate, run_to_its_end, sending
 from allama.wrappers._gate import entered as gate_entered
 
@@ -340,6 +348,9 @@ class BatchSummary:
     """Times a 429 cut the request rate (a burst answering requests sent together is one)."""
     rate_limited: int = 0
     """Rate-limit answers (429s) met."""
+    resets_waited: int = 0
+    """Pauses of new requests until a rate limit a successful answer's headers said was used
+    up (a remaining count of 0) reset: no 429 met, and the rate not cut."""
     pending: int = 0
     """Failures of this run the ledger keeps pending for the next run (`BatchResult.pending`)."""
     unkept: int = 0
@@ -527,14 +538,23 @@ class BatchSummary:
             if self.cost_unknown:
                 cost += f" (unknown for {self.cost_unknown}: {self.cost_missing})"
         out.append(cost)
+        resets = self.resets_waited
+        until_reset = (
+            f" ({resets} pause{'' if resets == 1 else 's'} until a limit an answer said was "
+            "used up reset)"
+            if resets
+            else ""
+        )
         if self.rate_limited:
             out.append(
                 f"rate limits: {self.rate_limited} answered 429, the rate cut "
                 f"{'once' if self.slowdowns == 1 else f'{self.slowdowns} times'}, "
-                f"{self.waited:.1f} s waited by inputs in all"
+                f"{self.waited:.1f} s waited by inputs in all{until_reset}"
             )
-        elif self.waited >= 1.0:  # for their turn under `rpm` or `tpm`, with no 429 met
-            out.append(f"limits: {self.waited:.1f} s waited by inputs in all for their turn")
+        elif self.waited >= 1.0 or resets:  # for their turn under the limits, no 429 met
+            out.append(
+                f"limits: {self.waited:.1f} s waited by inputs in all for their turn{until_reset}"
+            )
         if self.slowest:
             shown = ", ".join(
                 f"{printable_label(label)} {seconds:.2f} s" for seconds, label in self.slowest
@@ -970,6 +990,8 @@ def _spec(
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise ValueError(f"concurrency must be a whole number of at least 1, not {concurrency!r}")
     _check_retries(max_attempts, backoff)
+    # A `Decimal` or a numpy number as a float, before the ledger's settings keep it.
+    rpm, tpm = per_minute("rpm", rpm), per_minute("tpm", tpm)
     unsendable = missing_url(provider) or missing_key(provider)
     if unsendable is not None:
         raise ValueError(unsendable)
@@ -1895,6 +1917,7 @@ class _Runner:
         self.summary.waited = self.limiter.waited
         self.summary.slowdowns = self.limiter.slowdowns
         self.summary.rate_limited = self.limiter.rate_limited
+        self.summary.resets_waited = self.limiter.resets_waited
         if self.ledger is not None and self.book is not None:
             self.ledger.close()
             if self.paid_at_cut:  # pending with it, as a pass kept before a further call is
@@ -3131,7 +3154,7 @@ _OUTAGE_TRIES = 3
 served, takes for an outage that stops the run: fewer may be a moment's (`max_attempts`
 of 1 or 2 leaves each such input its own failure)."""
 
-_LONGEST_WAIT = 900.0
+_LONGEST_WAIT = LONGEST_WAIT
 """The longest wait a run makes when a provider asks for one (15 minutes): one asked for
 longer (a limit per day, reset tomorrow) stops the run, whose inputs a later run sends."""
 
@@ -3279,6 +3302,8 @@ class Turns:
             raise
         turn.answer(request, response)
         self.limiter.served(turn.sent_at)
+        if (wait := _reset_wait(response)) is not None:
+            self.limiter.until_reset(wait)
         usage = response.usage
         if self.limiter.counts_tokens and usage is not None:
             self.limiter.spent(turn.estimate, usage.total_tokens, turn.sent_at, usage.output_tokens)
@@ -3307,6 +3332,9 @@ class Turns:
             raise
         turn.answer(request, response)
         self.limiter.served(turn.sent_at)
+        if (wait := _reset_wait(response)) is not None and self.loop is not None:
+            with contextlib.suppress(RuntimeError):  # the run's loop closed: it is over
+                self.loop.call_soon_threadsafe(self.limiter.until_reset, wait)
         if self.limiter.counts_tokens and response.usage is not None and self.loop is not None:
             with contextlib.suppress(RuntimeError):  # the run's loop closed: it is over
                 usage = response.usage
@@ -3343,6 +3371,16 @@ class Turns:
                     raise RunClosed() from None
             except concurrent.futures.CancelledError:
                 raise RunClosed() from None
+
+
+def _reset_wait(response: ChatResponse) -> float | None:
+    """The seconds until a rate limit the answer's headers said is used up resets, as the
+    HTTP provider noted them (`RATE_LIMIT_RESET_KEY`), through any wrapper."""
+    told = response.provider_data.get(ALLAMA_NAMESPACE)
+    if told is None:
+        return None
+    wait = told.get(RATE_LIMIT_RESET_KEY)
+    return float(wait) if isinstance(wait, int | float) and not isinstance(wait, bool) else None
 
 
 class RunClosed(Exception):

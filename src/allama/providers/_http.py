@@ -10,6 +10,7 @@ apart is its adapter (`allama.adapters._adapter.Adapter`).
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
 import itertools
 import json
@@ -955,6 +956,9 @@ class HttpProvider:
             self._scrub(found.with_model(request.model).with_provider(self.name))
             self._version_advice(_in_its_terms(error, request))
             raise
+        wait = _exhausted_wait(self._preset.dialect, response.headers)
+        if wait is not None:
+            decoded = _noting_reset(decoded, wait)
         return _issued_response(decoded, self.issuer)
 
     def _stream_error(
@@ -1194,10 +1198,12 @@ class HttpProvider:
             chunks = reading
 
         issuer = self.issuer  # the endpoint does not change while it streams
+        dialect = self._preset.dialect
 
         def events() -> Iterator[StreamEvent]:
             for warning in warnings:
                 yield vocabulary.WarningEvent(warning=warning)
+            yield from _reset_event(dialect, handle.headers)
             if after is not None:
                 yield from self._after_object(decoder, after)
                 return
@@ -1342,11 +1348,14 @@ class HttpProvider:
             chunks = abody
 
         issuer = self.issuer  # the endpoint does not change while it streams
+        dialect = self._preset.dialect
 
         async def events() -> AsyncIterator[StreamEvent]:
             try:
                 for warning in warnings:
                     yield vocabulary.WarningEvent(warning=warning)
+                for event in _reset_event(dialect, handle.headers):
+                    yield event
                 if after is not None:
                     for event in self._after_object(decoder, after):
                         yield event
@@ -1808,6 +1817,49 @@ def _named_for_encoding(request: ChatRequest, name: str, issuer: str) -> ChatReq
         for message in request.messages
     )
     return request.model_copy(update={"messages": messages})
+
+
+_EXHAUSTED_READERS = {
+    "openai_compat": "allama.adapters.openai_compat._errors",
+    "openai_responses": "allama.adapters.openai_compat._errors",
+    "anthropic": "allama.adapters.anthropic._errors",
+}
+"""The module whose `exhausted_wait` reads a dialect's rate-limit headers on a successful
+answer, as its 429s' are read (Gemini and Ollama send none)."""
+_READERS: dict[str, Callable[[Mapping[str, str]], float | None] | None] = {}
+
+
+def _exhausted_wait(dialect: str, headers: Mapping[str, str]) -> float | None:
+    """The seconds until the rate limits an answer's headers say are used up reset (more
+    than 0), if any are: a batch run pauses for them (`RATE_LIMIT_RESET_KEY`)."""
+    try:
+        read = _READERS[dialect]
+    except KeyError:
+        module = _EXHAUSTED_READERS.get(dialect)
+        read = _READERS[dialect] = (
+            None if module is None else importlib.import_module(module).exhausted_wait
+        )
+    if read is None:
+        return None
+    wait = read(headers)
+    return wait if wait is not None and wait > 0 else None
+
+
+def _noting_reset(response: ChatResponse, wait: float) -> ChatResponse:
+    from allama.types._response import ALLAMA_NAMESPACE, RATE_LIMIT_RESET_KEY
+
+    return response.with_provider_data(ALLAMA_NAMESPACE, RATE_LIMIT_RESET_KEY, wait)
+
+
+def _reset_event(dialect: str, headers: Mapping[str, str]) -> Iterator[StreamEvent]:
+    """A stream's note of `_exhausted_wait`, read when it opened, as a provider-data event."""
+    wait = _exhausted_wait(dialect, headers)
+    if wait is not None:
+        from allama.types._response import ALLAMA_NAMESPACE, RATE_LIMIT_RESET_KEY
+
+        yield vocabulary.ProviderDataEvent(
+            namespace=ALLAMA_NAMESPACE, key=RATE_LIMIT_RESET_KEY, value=wait
+        )
 
 
 def _issued_response(response: ChatResponse, provider: str) -> ChatResponse:

@@ -33,6 +33,11 @@ back unmodified to continue a tool-calling turn with reasoning: `to_assistant_me
 carries it over, and the Chat Completions encoder sends it back on that assistant turn to
 the provider of that namespace alone."""
 
+RATE_LIMIT_RESET_KEY = "rate_limit_reset"
+"""Where an HTTP provider notes, in allama's namespace, the seconds until a rate limit its
+answer's headers say is used up (a remaining count of `0`) resets, counted from when the
+answer came: a batch run sends no new request until then (rather than meet a 429)."""
+
 _SENT_BACK = (RESUME_KEY, REASONING_DETAILS_KEY)
 """The provider-data keys an assistant turn carries to the next request."""
 

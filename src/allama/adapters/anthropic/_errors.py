@@ -39,6 +39,7 @@ from allama.types import RequestField, UnsupportedStage
 __all__ = [
     "error_from_payload",
     "error_from_response",
+    "exhausted_wait",
     "retry_after",
 ]
 
@@ -55,6 +56,11 @@ _CONTEXT_WORDS = r"(?i)prompt is too long|exceeds? (?:the )?context limit|contex
 _SPEND_LIMIT = "enforced_spend_limit_reached"
 _LIMITS = ("requests", "tokens", "input-tokens", "output-tokens")
 _EXPLICIT = ("retry-after", "retry-after-ms")
+_HEADERS = tuple(
+    (limit, f"anthropic-ratelimit-{limit}-remaining", f"anthropic-ratelimit-{limit}-reset")
+    for limit in _LIMITS
+)
+"""Each limit, with the names of its remaining count and of its reset moment."""
 
 
 class _Info:
@@ -234,9 +240,8 @@ def retry_after(headers: Mapping[str, str], *, now: float | None = None) -> floa
         if wait is not None:
             return wait
     resets: dict[str, float] = {}
-    for limit in _LIMITS:
-        raw = lower.get(f"anthropic-ratelimit-{limit}-reset")
-        if raw is not None and (moment := rfc3339_seconds(raw)) is not None:
+    for limit, _, reset in _HEADERS:
+        if (moment := rfc3339_seconds(lower.get(reset))) is not None:
             resets[limit] = moment
     if not resets:
         return None
@@ -247,6 +252,21 @@ def retry_after(headers: Mapping[str, str], *, now: float | None = None) -> floa
     ]
     latest = max(exhausted or resets.values())
     return wait_until(latest, lower, now)  # on its clock, as its `Date` gives it
+
+
+def exhausted_wait(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
+    """The seconds until the limits a successful answer says are used up (a remaining count
+    of `0`) reset, read as a 429's `anthropic-ratelimit-*-reset` moments are; `None` when
+    none is used up, or none of those says when it resets. `headers` lower-cased, as an
+    `HttpResponse` has them: an answer with limits left costs a few dictionary lookups."""
+    moments = [
+        moment
+        for _, remaining, reset in _HEADERS
+        if (left := headers.get(remaining)) is not None
+        and left.strip() == "0"
+        and (moment := rfc3339_seconds(headers.get(reset))) is not None
+    ]
+    return wait_until(max(moments), headers, now) if moments else None
 
 
 def _finish(

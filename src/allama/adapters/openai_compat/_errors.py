@@ -45,6 +45,7 @@ __all__ = [
     "ErrorInfo",
     "error_from_payload",
     "error_from_response",
+    "exhausted_wait",
     "filter_explanation",
     "retry_after_seconds",
     "spent_quota",
@@ -470,11 +471,7 @@ def retry_after_seconds(
         kind = name.removeprefix("x-ratelimit-reset")
         if kind == name or (kind and not kind.startswith("-")):
             continue  # not a reset (whose name ends there, or goes on `-tokens-minute`...)
-        if (seconds := _duration(raw)) is not None:
-            if not kind and seconds >= _EPOCH_SECONDS:
-                # A moment, not a wait (OpenRouter's, in milliseconds since the epoch).
-                moment = seconds / 1000.0 if seconds >= _EPOCH_MILLISECONDS else seconds
-                seconds = wait_until(moment, dated, now)
+        if (seconds := _reset_wait(kind, raw, dated, now)) is not None:
             resets[kind] = seconds
     if not resets:
         return None
@@ -489,6 +486,42 @@ def retry_after_seconds(
     if not exhausted and per_minute:
         return min(per_minute)
     return max(exhausted or resets.values())
+
+
+def _reset_wait(kind: str, raw: str, dated: Mapping[str, str], now: float | None) -> float | None:
+    """The seconds until the limit `kind` resets (`-requests`, `-tokens-minute`, `""`), from
+    its `x-ratelimit-reset{kind}` value: a duration, or for the bare header a moment."""
+    seconds = _duration(raw)
+    if seconds is not None and not kind and seconds >= _EPOCH_SECONDS:
+        # A moment, not a wait (OpenRouter's, in milliseconds since the epoch).
+        moment = seconds / 1000.0 if seconds >= _EPOCH_MILLISECONDS else seconds
+        seconds = wait_until(moment, dated, now)
+    return seconds
+
+
+_REMAINING_KINDS = tuple(
+    (f"x-ratelimit-remaining{kind}", kind)
+    for kind in ("-requests", "-tokens", "", "-tokens-minute", "-requests-day")
+)
+"""The remaining counts an answer may carry (OpenAI's, Groq's and Azure's per limit,
+Together's and OpenRouter's bare one, Cerebras' per minute and per day), each with the
+kind of its `x-ratelimit-reset` header."""
+
+
+def exhausted_wait(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
+    """The seconds until the limits a successful answer says are used up (a remaining count
+    of `0`) reset, read as a 429's `x-ratelimit-reset-*` headers are; `None` when none is
+    used up, or none of those says when it resets. `headers` lower-cased, as an
+    `HttpResponse` has them: an answer with limits left costs a few dictionary lookups."""
+    waits = [
+        seconds
+        for name, kind in _REMAINING_KINDS
+        if (left := headers.get(name)) is not None
+        and left.strip() == "0"
+        and (raw := headers.get(f"x-ratelimit-reset{kind}")) is not None
+        and (seconds := _reset_wait(kind, raw, headers, now)) is not None
+    ]
+    return max(waits, default=None)
 
 
 def spent_quota(message: str, wait: float | None) -> bool:
