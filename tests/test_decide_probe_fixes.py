@@ -1416,3 +1416,179 @@ def test_a_capability_override_on_a_failovers_member_answers_for_it() -> None:
     assert decision.value is False
     sent = recorder.bodies[0]["generationConfig"]
     assert sent["responseMimeType"] == "application/json"
+
+
+# 20. llama.cpp's server holds back a token that ends inside a character and lists the whole
+# character as one entry, with the log-probability and the alternatives of its last token
+# alone (lone continuation bytes, listed where that token began): read as if they began at
+# the character, they were no option, the first tokens' probability went missing, and the
+# figures came out exact (`{'👍': 0.727, '👎': 0.0}`, bounds (1.0, 1.0), though `👎`'s last
+# byte was listed at 0.141). Recorded from the real server (SmolLM2-135M, a grammar of the
+# options), its usage counting more tokens than it lists.
+
+MERGED = (
+    "the provider sent log-probabilities that give a character the model wrote in several "
+    "tokens as one, with the last token's log-probability and alternatives alone (as "
+    "llama.cpp's server does): they were left out"
+)
+
+
+def raw(token: str, logprob: float, data: list[int], *top: tuple[str, float, list[int]]) -> Any:
+    listed = [{"token": t, "logprob": lp, "bytes": d} for t, lp, d in top]
+    return {"token": token, "logprob": logprob, "bytes": data, "top_logprobs": listed}
+
+
+THUMBS = [  # `👍` of 3 tokens, and the end: 4 counted, 2 listed
+    raw(
+        "👍",
+        -0.319,
+        [240, 159, 145, 141],
+        (FFFD, -0.32, [141]),
+        (FFFD, -1.96, [142]),
+        (FFFD, -3.16, [143]),
+    ),
+    raw("", -0.874, [], ("", -0.87, []), ("\n", -1.66, [10])),
+]
+JAPAN = [  # `日` of 2 tokens, `本` of 1, and the end: 4 counted, 3 listed
+    raw(
+        "日",
+        -0.649,
+        [230, 151, 165],
+        (FFFD, -0.65, [165]),
+        (FFFD, -1.58, [160]),
+        (FFFD, -2.36, [169]),
+        (FFFD, -2.42, [143]),
+        (FFFD, -3.11, [133]),
+    ),
+    raw(
+        "本",
+        -0.278,
+        [230, 156, 172],
+        ("本", -0.28, [230, 156, 172]),
+        ("", -3.26, [230, 157]),
+        ("", -3.77, [227, 130]),
+        ("", -3.91, [231]),
+        ("", -4.39, [230]),
+    ),
+    raw(
+        "",
+        -11.82,
+        [],
+        ("", -1.25, [227, 129]),
+        ("の", -1.85, [227, 129, 174]),
+        (" (", -2.44, [32, 40]),
+        ("", -2.6, [227, 131]),
+        (",", -2.88, [44]),
+    ),
+]
+MERGED_CASES = pytest.mark.parametrize(
+    ("content", "tokens", "tp", "value"),
+    [
+        ("👍", THUMBS, Literal["👍", "👎"], "👍"),
+        ("日本", JAPAN, Literal["日本", "中国", "한국"], "日本"),
+    ],
+    ids=["emoji", "cjk"],
+)
+
+
+def llama_cpp(content: str, tokens: list[dict[str, Any]], counted: int) -> Any:
+    body = completion(content, {"content": tokens}, completion_tokens=counted)
+    return provider("llama-cpp", (200, body), base_url="http://127.0.0.1:9/v1")
+
+
+@SIDES
+@MERGED_CASES
+def test_a_character_whose_tokens_were_merged_gives_no_probabilities(
+    is_async: bool, content: str, tokens: list[dict[str, Any]], tp: Any, value: str
+) -> None:
+    target, recorder = llama_cpp(content, tokens, counted=4)
+    request = ChatRequest("smollm2").user("q")
+    decision = decided(is_async, Extractor(), target, tp, request, probabilities=True)
+    assert "grammar" in recorder.bodies[0]
+    assert decision.value == value
+    assert decision.probabilities is None
+    assert decision.unresolved is None
+    assert decision.confidence_bounds() is None
+    assert decision.probabilities_missing == MERGED
+    # Not kept for a caller to sum either: the merged tokens' log-probabilities are missing.
+    assert decision.response.logprobs is None
+    noted = [w for w in decision.response.warnings if w.is_about(RequestField.LOGPROBS)]
+    assert [w.message for w in noted] == [MERGED]
+
+
+@MERGED_CASES
+def test_tokens_no_fewer_than_counted_were_not_merged(
+    content: str, tokens: list[dict[str, Any]], tp: Any, value: str
+) -> None:
+    # As many tokens counted as listed: none was held back, and a stray continuation byte
+    # listed at a character's start is the model's own alternative, of no option.
+    target, _ = llama_cpp(content, tokens, counted=len(tokens))
+    decision = allama.decide(target, tp, ChatRequest("smollm2").user("q"))
+    assert decision.response.logprobs is not None
+    assert decision.probabilities is not None
+    assert decision.probabilities[value] == pytest.approx(math.exp(tokens[0]["logprob"]))
+    assert decision.response.warnings == ()
+
+
+def test_options_of_plain_text_and_characters_split_token_by_token_keep_their_figures() -> None:
+    # Plain text on llama.cpp, its usage counting more than it lists (a stop string's
+    # tokens are left out), an alternative a piece of a character: measured as before.
+    ascii_tokens = [
+        raw("No", math.log(0.6), list(b"No"), ("No", math.log(0.6), list(b"No"))),
+        raw("", math.log(0.5), [], ("", math.log(0.5), []), ("", -1.0, [227, 129])),
+    ]
+    target, _ = llama_cpp("No", ascii_tokens, counted=5)
+    decision = allama.decide(target, YES_NO, ChatRequest("smollm2").user("q"))
+    assert decision.probabilities == pytest.approx({"Yes": 0.0, "No": 0.6})
+    assert decision.unresolved == pytest.approx(0.4)
+    # A provider that lists each byte token (OpenAI): the last one's alternatives begin
+    # inside the character, where the token does.
+    tokens = [
+        raw(
+            "\\xf0\\x9f\\x91",
+            math.log(0.9),
+            [240, 159, 145],
+            ("\\xf0\\x9f\\x91", math.log(0.9), [240, 159, 145]),
+        ),
+        raw(
+            "\\x8d",
+            math.log(0.8),
+            [141],
+            ("\\x8d", math.log(0.8), [141]),
+            ("\\x8e", math.log(0.15), [142]),
+        ),
+        raw("", 0.0, []),
+    ]
+    target, _ = llama_cpp("👍", tokens, counted=5)
+    decision = allama.decide(target, Literal["👍", "👎"], ChatRequest("smollm2").user("q"))
+    assert decision.probabilities == pytest.approx({"👍": 0.72, "👎": 0.135})
+    assert decision.unresolved == pytest.approx(0.1 + 0.9 * 0.05)
+
+
+# 21. A log-probability a hair above 0 (`1.2e-7`, a probability of 1 computed in floating
+# point) dropped the whole list, with a warning blaming its shape. It is read as 0; one
+# plainly above 0 is still no log-probability.
+
+
+@pytest.mark.parametrize("noise", [1.2e-7, 1e-6])
+def test_a_log_probability_a_hair_above_zero_is_read_as_zero(noise: float) -> None:
+    tokens = [tok('{"', 1.0), tok("value", 1.0), tok('":"', 1.0), tok("Yes", 0.7, ("No", 0.3))]
+    tokens += [tok('"}', 1.0)]
+    tokens[0]["logprob"] = noise
+    tokens[4]["top_logprobs"] = [{"token": '"}', "logprob": noise, "bytes": list(b'"}')}]
+    target, _ = provider("openai", (200, with_tokens('{"value":"Yes"}', tokens)))
+    decision = allama.decide(target, YES_NO, ChatRequest("gpt-4o-mini").user("q"))
+    assert decision.response.warnings == ()
+    assert decision.response.logprobs is not None
+    assert decision.response.logprobs[0].logprob == 0.0
+    assert decision.response.logprobs[4].top[0].logprob == 0.0
+    assert decision.probabilities == pytest.approx({"Yes": 0.7, "No": 0.3})
+
+
+def test_a_log_probability_plainly_above_zero_is_still_refused() -> None:
+    tokens = [tok("Yes", 1.0)]
+    tokens[0]["logprob"] = 1e-3
+    target, _ = provider("openai", (200, with_tokens('{"value":"Yes"}', tokens)))
+    decision = allama.decide(target, YES_NO, ChatRequest("gpt-4o-mini").user("q"))
+    assert decision.response.logprobs is None
+    assert decision.probabilities_missing == CONTENT_MESSAGE

@@ -4,24 +4,32 @@ Chat Completions (`choices[].logprobs.content`), the Responses API (`output_text
 Ollama's native API and llama.cpp's server all send a list of
 `{"token", "logprob", "bytes", "top_logprobs": [{"token", "logprob", "bytes"}]}`. A list
 that does not have this shape is dropped whole (`None`), never half read: a probability
-computed from part of it would be a number made up.
+computed from part of it would be a number made up. So is one whose tokens were merged
+(`merged_characters`): it spells the text, but its log-probabilities are not its tokens'.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from allama.types._logprobs import TokenAlternative, TokenLogprob
 
-__all__ = ["openai_logprobs"]
+__all__ = ["merged_characters", "openai_logprobs"]
+
+_NOISE = 1e-6
+"""How far above 0 a log-probability may be and still be read, as 0: a probability of 1
+computed in floating point (`1.2e-7`). One higher is no log-probability."""
 
 
 def _logprob(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     number = float(value)
-    return number if number <= 0.0 and not math.isnan(number) else None
+    if math.isnan(number) or number > _NOISE:
+        return None
+    return min(number, 0.0)
 
 
 def _token_bytes(value: Any) -> tuple[int, ...] | None:
@@ -70,3 +78,31 @@ def openai_logprobs(content: Any) -> tuple[TokenLogprob, ...] | None:
             )
         )
     return tuple(tokens)
+
+
+def _continues(data: bytes) -> bool:
+    """Whether `data` begins inside a character: with a UTF-8 continuation byte."""
+    return bool(data) and 0x80 <= data[0] <= 0xBF
+
+
+def merged_characters(tokens: Sequence[TokenLogprob], counted: int | None) -> bool:
+    """Whether the provider gave the tokens of a character the model wrote in several as one
+    entry, as llama.cpp's server does: it holds back a token that ends inside a character,
+    and lists the character's bytes with the log-probability and alternatives of its last
+    token alone. Such an entry begins at a character of several bytes, yet its alternatives
+    begin inside one (lone continuation bytes): they were listed where the last token
+    began. The tokens before it are missing, so no probability read from the list (the
+    answer's, an option's) is the model's.
+
+    `counted`, the output tokens the usage counts: where it is no more than the entries,
+    none was merged away (a token that begins a character and lists a stray continuation
+    byte as an alternative is the model's own)."""
+    if counted is not None and counted <= len(tokens):
+        return False
+    for token in tokens:
+        data = token.utf8()
+        if not data or _continues(data) or max(data) < 0xC0:
+            continue  # no character of several bytes begins in it
+        if any(_continues(alternative.utf8()) for alternative in token.top):
+            return True
+    return False

@@ -31,6 +31,10 @@ prompt, where one notes something (`CONTENT_FILTER_RESULTS_KEY`,
 with no audio tokens), leaves no key; a plain answer costs a few lookups in `model_extra`
 (OpenAI sends `"annotations": []` on every message).
 
+Log-probabilities (`choices[].logprobs.content`) are read whole or not at all, with a warning
+saying why: of a shape allama does not read, or merging the tokens of a character written in
+several into one (llama.cpp's server, `MERGED_LOGPROBS`), whose figures are not the model's.
+
 Only the first choice is the answer. An answer of more than one (`n` above 1, which
 `ChatRequest` has no field for, given through the body option) says so in a warning
 (`FIRST_CHOICE_ONLY`), the others' text, refusals, tool calls and finish reasons kept under
@@ -47,7 +51,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from allama._degradations import FIRST_CHOICE_ONLY
-from allama.adapters._logprobs import openai_logprobs
+from allama.adapters._logprobs import merged_characters, openai_logprobs
 from allama.adapters._not_a_response import not_a_response
 from allama.adapters.openai_compat._errors import (
     error_from_payload,
@@ -92,6 +96,7 @@ __all__ = [
     "AUDIO_TOKENS_KEY",
     "CONTENT_FILTER_RESULTS_KEY",
     "INTERRUPTED",
+    "MERGED_LOGPROBS",
     "OTHER_CHOICES_KEY",
     "PROMPT_FILTER_RESULTS_KEY",
     "REASONING_DETAILS_KEY",
@@ -637,6 +642,10 @@ def decode_body(
     if choice is not None and choice.logprobs:
         logprobs = openai_logprobs(choice.logprobs.get("content"))
         unread = _unread_logprobs(choice.logprobs) if logprobs is None else None
+        counted = usage.output_tokens if usage is not None else None
+        if logprobs is not None and merged_characters(logprobs, counted):
+            # Read whole, they would give a probability made up: the merged tokens' missing.
+            logprobs, unread = None, Warning.unsupported(RequestField.LOGPROBS, MERGED_LOGPROBS)
         if unread is not None:
             warnings = (*warnings, unread)
     return ChatResponse(
@@ -650,6 +659,15 @@ def decode_body(
         id=wire.id or None,
         logprobs=logprobs,
     )
+
+
+MERGED_LOGPROBS = (
+    "the provider sent log-probabilities that give a character the model wrote in several "
+    "tokens as one, with the last token's log-probability and alternatives alone (as "
+    "llama.cpp's server does): they were left out"
+)
+"""The warning on a response whose log-probabilities merged tokens (`merged_characters`):
+a decision names it, where it would say none came."""
 
 
 _LEGACY_LOGPROBS = ("tokens", "token_logprobs", "top_logprobs")
