@@ -974,6 +974,17 @@ def test_a_setting_out_of_range_is_refused_before_anything_is_sent(
     assert provider.requests == []
 
 
+def test_a_count_of_attempts_read_from_numpy_is_a_whole_number(tmp_path: Path) -> None:
+    # Refused as "not a whole number", though it is one (a count from a config's array).
+    np = pytest.importorskip("numpy")
+    ledger = tmp_path / "l.sqlite"
+    run = allama.batch(
+        TestProvider(), Row, ["doc 1"], request=TEMPLATE, max_attempts=np.int64(2), ledger=ledger
+    )
+    assert [r.failure for r in run] == [None]
+    assert run._runner.spec.max_attempts == 2 and type(run._runner.spec.max_attempts) is int
+
+
 @pytest.mark.parametrize(
     ("inputs", "setting", "error", "message"),
     [

@@ -116,6 +116,22 @@ def test_a_model_priced_before_it_is_sent_goes_at_the_whole_concurrency_at_once(
     assert seen[:8] == [1, 2, 3, 4, 5, 6, 7, 8]  # none waits for the first answer
 
 
+@pytest.mark.parametrize("preset", ["openai-compatible", "anthropic-compatible"])
+def test_a_budget_with_an_endpoint_of_ones_own_is_refused_before_anything_is_sent(
+    slow: BatchServer, preset: str
+) -> None:
+    # Its answers have no price whatever the model is called: one was sent and paid at an
+    # unknown cost, and the run stopped.
+    provider = allama.provider(preset, base_url=slow.url, api_key="sk-test")
+    with pytest.raises(ValueError) as refused:
+        allama.batch(provider, Row, docs(3), request=ChatRequest("gpt-4o"), max_cost=1)
+    assert str(refused.value) == (
+        f"max_cost cannot be kept with provider {preset}: no price list for an endpoint of "
+        f"your own ({preset})"
+    )
+    assert sum(slow.sent.values()) == 0
+
+
 @pytest.mark.parametrize("preset", ["local", "llama-cpp", "ollama", "ollama-openai", "vllm"])
 def test_a_budget_with_a_model_run_locally_is_refused_before_anything_is_sent(
     slow: BatchServer, preset: str

@@ -408,7 +408,7 @@ class ExtractBatch:
             max_output_tokens=max_output_tokens,
             temperature=temperature,
         )
-        _check_retries(max_attempts, backoff)
+        max_attempts = _check_retries(max_attempts, backoff)
         self._limiter_settings = (rpm, tpm, backoff)
         RateLimiter(rpm, tpm)  # a wrong rate fails here
         self._limiter: RateLimiter | None = None
@@ -749,7 +749,7 @@ def extract_dataset(
         max_output_tokens=max_output_tokens,
         temperature=temperature,
     )
-    _check_retries(max_attempts, backoff)
+    max_attempts = _check_retries(max_attempts, backoff)
     RateLimiter(rpm, tpm)
     if text_column is not None:
         _template(model, system, prompt, max_output_tokens, temperature)

@@ -20,6 +20,7 @@ import hashlib
 import inspect
 import itertools
 import json
+import numbers
 import os
 import queue
 import random
@@ -62,7 +63,7 @@ from pydantic_core import PydanticSerializationError, to_json
 from typing_extensions import TypeForm
 
 from allama import _tracing
-from allama._prices import LOCAL_PRESETS, MONEY, Cost, cost_of, dollars
+from allama._prices import LOCAL_PRESETS, MONEY, OWN_ENDPOINTS, Cost, cost_of, dollars
 from allama._printable import printable, printable_label, storable
 from allama._tokens import CHARS_PER_TOKEN, guessed_input_tokens
 from allama.batch import _ledger
@@ -989,7 +990,7 @@ def _spec(
         )
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise ValueError(f"concurrency must be a whole number of at least 1, not {concurrency!r}")
-    _check_retries(max_attempts, backoff)
+    max_attempts = _check_retries(max_attempts, backoff)
     # A `Decimal` or a numpy number as a float, before the ledger's settings keep it.
     rpm, tpm = per_minute("rpm", rpm), per_minute("tpm", tpm)
     unsendable = missing_url(provider) or missing_key(provider)
@@ -1198,11 +1199,18 @@ def _server_of(url: str) -> str:
     return f"{scheme}://{host}/{path}" if path else f"{scheme}://{host}"
 
 
-def _check_retries(max_attempts: object, backoff: object) -> None:
-    if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+def _check_retries(max_attempts: object, backoff: object) -> int:
+    """`max_attempts` as an `int` (numpy's whole numbers too, which a run's settings, kept
+    as JSON, could not hold), or the error that refuses it or `backoff`."""
+    if (
+        isinstance(max_attempts, bool)
+        or not isinstance(max_attempts, numbers.Integral)
+        or max_attempts < 1
+    ):
         raise ValueError(f"max_attempts must be a whole number of at least 1, not {max_attempts!r}")
     if not positive(backoff, zero=True):
         raise ValueError(f"backoff must be a number of seconds, 0 or more, not {backoff!r}")
+    return int(max_attempts)
 
 
 def _text_of_label(label: str) -> str:
@@ -1239,12 +1247,13 @@ budget's)."""
 
 def unpriced_provider(provider: ChatProvider) -> str | None:
     """Why no answer of `provider` can have a cost, whatever its model (a model run
-    locally, `LOCAL_PRESETS`); `None` where one may. A budget is refused for such a provider
-    before anything is sent: each answer would cost an unknown amount. Elsewhere a model
-    genai-prices does not know is no such proof (the answer may name a priced model, an
-    Azure deployment's, or say its own cost): there the run finds out at its first answer,
-    one input of that model in flight until then (`_Runner.priced_first`)."""
-    if provider.name not in LOCAL_PRESETS:
+    locally, `LOCAL_PRESETS`; an endpoint of the caller's own, `OWN_ENDPOINTS`, whose model
+    names say nothing of its prices); `None` where one may. A budget is refused for such a
+    provider before anything is sent: each answer would cost an unknown amount. Elsewhere a
+    model genai-prices does not know is no such proof (the answer may name a priced model,
+    an Azure deployment's, or say its own cost): there the run finds out at its first
+    answer, one input of that model in flight until then (`_Runner.priced_first`)."""
+    if provider.name not in LOCAL_PRESETS and provider.name not in OWN_ENDPOINTS:
         return None
     reason = cost_of(provider.name, None, None)
     return reason if isinstance(reason, str) else None

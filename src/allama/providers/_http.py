@@ -1737,7 +1737,7 @@ def _past_quota(error: Error, request: ChatRequest) -> Error:
     if (
         isinstance(error, RateLimitedError)
         and isinstance(quota, int)
-        and guessed_input_tokens(request) >= quota
+        and guessed_input_tokens(request, media=False) >= quota  # (its text: errs low)
     ):
         error.with_retryable(False).with_retry_after(None)
     return error
