@@ -55,3 +55,31 @@ def test_a_ledger_this_user_cannot_write_is_said_read_only_not_no_ledger(
         f"cannot write the ledger: `{tmp_path}` is read-only (a run records every input "
         "there); `allama batch status` and `export` read it where it is"
     )
+
+
+def test_a_ledger_another_process_holds_whole_is_said_held_not_no_ledger(
+    tmp_path: Path,
+) -> None:
+    # "`l.sqlite` is not a ledger: database is locked" sent its reader looking for another
+    # file, where a moment's wait was all it needed.
+    import sqlite3
+
+    from allama.batch._ledger import Ledger, runs_settings
+
+    ledger = tmp_path / "l.sqlite"
+    run = allama.batch(TestProvider(), int, ["1"], request=allama.ChatRequest("m"), ledger=ledger)
+    assert [r.failure for r in run] == [None]
+    holder = sqlite3.connect(ledger, isolation_level=None)
+    holder.execute("PRAGMA locking_mode=EXCLUSIVE")
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(LedgerError) as caught:
+            Ledger(ledger, read_only=True)
+        assert str(caught.value) == (
+            f"`{ledger}` is held by another process (database is locked): a run or a copy "
+            "holding it whole; try again in a moment"
+        )
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert runs_settings(ledger) != []

@@ -87,6 +87,30 @@ def test_plan_loads_a_type_from_a_module_path(capsys: pytest.CaptureFixture[str]
     assert [row["mode"] for row in plans] == ["native", "forced_tool"]
 
 
+def test_what_a_module_prints_as_it_loads_goes_to_stderr_not_into_the_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `plan --json | jq` read the module's own prints first, and was no JSON.
+    module = tmp_path / "noisy.py"
+    module.write_text(
+        'print("loading models...")\nfrom pydantic import BaseModel\n\n\n'
+        "class P(BaseModel):\n    name: str\n"
+    )
+    assert main(["plan", f"{module}:P", "--provider", "openai", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert [row["mode"] for row in json.loads(out)["plans"]] == ["native", "forced_tool"]
+    assert err == "loading models...\n"
+
+
+def test_a_folder_named_for_the_type_is_said_to_be_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["plan", f"{tmp_path}:X"]) == 2
+    assert f"`{tmp_path}` is a folder: name a Python file (`{tmp_path}/x.py`)" in (
+        capsys.readouterr().err
+    )
+
+
 def test_bad_references_get_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plan", "no-colon"]) == 2
     assert "is not a type reference" in capsys.readouterr().err

@@ -1419,7 +1419,7 @@ def check_ledger_file(path: Path) -> None:
     try:
         db = _open_read_only(path, "mode=ro")
     except sqlite3.DatabaseError as error:
-        raise LedgerError(f"`{path}` is not a ledger: {error}") from None
+        raise LedgerError(_unreadable(path, error)) from None
     try:
         tables = _tables(db)
         # No tables: a new ledger another run is making (or an empty database), made one here.
@@ -1427,7 +1427,7 @@ def check_ledger_file(path: Path) -> None:
             raise LedgerError(f"`{path}` is not a ledger: {_NOT_ITS_TABLES}")
         _check_version(db, path)
     except sqlite3.DatabaseError as error:
-        raise LedgerError(f"`{path}` is not a ledger: {error}") from None
+        raise LedgerError(_unreadable(path, error)) from None
     finally:
         db.close()
 
@@ -1471,6 +1471,18 @@ def runs_settings(path: Path) -> list[dict[str, Any]]:
     return settings
 
 
+def _unreadable(path: Path, error: sqlite3.DatabaseError, said: str = "is not a ledger") -> str:
+    """Why `path` could not be read: held by another process (SQLite waited for it, then
+    gave up), which a moment may end, or not a ledger at all."""
+    words = str(error)
+    if isinstance(error, sqlite3.OperationalError) and ("locked" in words or "busy" in words):
+        return (
+            f"`{path}` is held by another process ({words}): a run or a copy holding it "
+            "whole; try again in a moment"
+        )
+    return f"`{path}` {said}: {words}"
+
+
 def _read_only(path: Path) -> sqlite3.Connection:
     missing = no_ledger_file(path)
     if missing is not None:
@@ -1493,7 +1505,7 @@ def _read_only(path: Path) -> sqlite3.Connection:
             # there either, so it is read as the unchanging file it is.
             db = _open_read_only(path, "immutable=1")
     except sqlite3.DatabaseError as error:
-        raise LedgerError(f"`{path}` is not a ledger: {error}") from None
+        raise LedgerError(_unreadable(path, error)) from None
     try:
         tables = _tables(db)
         if not tables:  # (as a run takes it: a ledger another run is making)
@@ -1506,7 +1518,7 @@ def _read_only(path: Path) -> sqlite3.Connection:
         _check_version(db, path)
     except sqlite3.DatabaseError as error:  # a damaged file
         db.close()
-        raise LedgerError(f"`{path}` cannot be read as a ledger: {error}") from None
+        raise LedgerError(_unreadable(path, error, "cannot be read as a ledger")) from None
     except BaseException:
         db.close()
         raise

@@ -37,10 +37,13 @@ def load_type(reference: str) -> Any:
             f"`{reference}` is not a type reference: one `:` goes between the file and the "
             "type's name (`path/to/file.py:Name`; a class inside another is `Outer.Inner`)"
         )
-    if module_ref.endswith(".py") or "/" in module_ref or os.sep in module_ref:
-        module = _load_file(module_ref)
-    else:
-        module = _import(module_ref)
+    # What the module prints as it loads goes to stderr: stdout is the command's own (a
+    # `plan --json`, an `export --out -`) and a program reading it would read the prints.
+    with contextlib.redirect_stdout(sys.stderr):
+        if module_ref.endswith(".py") or "/" in module_ref or os.sep in module_ref:
+            module = _load_file(module_ref)
+        else:
+            module = _import(module_ref)
     target: Any = module
     for part in name.split("."):
         if not hasattr(target, part):
@@ -57,6 +60,8 @@ def load_type(reference: str) -> Any:
 
 def _load_file(module_ref: str) -> Any:
     path = Path(module_ref)
+    if path.is_dir():
+        raise TypeNotFound(f"`{module_ref}` is a folder: name a Python file (`{module_ref}/x.py`)")
     if not path.is_file():
         raise TypeNotFound(f"no such file: `{module_ref}`")
     file = path.resolve()
