@@ -504,3 +504,192 @@ def test_an_unknown_option_with_no_likely_one_lists_them() -> None:
     )
     with pytest.raises(TypeError, match=r"^allama.provider\('local'\) has no option 'apikey'"):
         allama.provider("local", apikey="k")  # type: ignore[call-overload]
+
+
+# 7. OpenAI's forms of a response format, a tool and a tool choice
+
+ENVELOPE_HINT = (
+    "`json_schema` holds OpenAI's envelope ({'name': ..., 'strict': ..., 'schema': {...}}), "
+    "not the JSON Schema itself: use ResponseFormat.for_schema(schema, name=..., strict=...), "
+    "or read OpenAI's response_format with ChatRequest.from_openai(model, messages, "
+    "response_format=...)"
+)
+PERSON = {"type": "object", "properties": {"name": {"type": "string"}}}
+OPENAI_FORMAT: dict[str, Any] = {
+    "type": "json_schema",
+    "json_schema": {"name": "person", "strict": True, "schema": PERSON},
+}
+
+
+def test_openais_json_schema_envelope_is_refused_not_taken_for_the_schema() -> None:
+    """The envelope validated, `json_schema` being allama's field name too: OpenAI was sent
+    a loose schema of the envelope, Gemini a schema of any JSON, silently."""
+    with pytest.raises(ValidationError) as invalid:
+        ChatRequest("m", response_format=OPENAI_FORMAT)  # type: ignore[arg-type]
+    assert [(e["loc"], e["msg"]) for e in invalid.value.errors()] == [
+        (("response_format",), f"Value error, {ENVELOPE_HINT}")
+    ]
+    with pytest.raises(ValueError) as raised:
+        ChatRequest("m").with_response_format(OPENAI_FORMAT)  # type: ignore[arg-type]
+    assert str(raised.value) == f"invalid `response_format`: Value error, {ENVELOPE_HINT}"
+    with pytest.raises(ValidationError) as invalid:
+        allama.ResponseFormat.for_schema(OPENAI_FORMAT["json_schema"])
+    assert invalid.value.errors()[0]["msg"] == f"Value error, {ENVELOPE_HINT}"
+    # A schema that merely has a `name` property, or a `description`, is a schema.
+    schema = {"type": "object", "properties": {"name": {}}, "description": "d"}
+    assert allama.ResponseFormat.for_schema(schema).json_schema == schema
+
+
+def test_openais_json_object_tool_and_tool_choice_point_to_allamas() -> None:
+    with pytest.raises(ValueError) as raised:
+        ChatRequest("m").with_response_format({"type": "json_object"})  # type: ignore[arg-type]
+    assert str(raised.value) == (
+        "invalid `response_format`: Value error, OpenAI's response format `json_object` is "
+        "allama's `json`: ResponseFormat.json_object()"
+    )
+    with pytest.raises(ValueError) as raised:
+        ChatRequest("m").with_tool_choice("required")  # type: ignore[arg-type]
+    assert str(raised.value) == (
+        "invalid `tool_choice`: Value error, a tool choice is a ToolChoice, not OpenAI's "
+        "string: ToolChoice.required()"
+    )
+    choice = {"type": "function", "function": {"name": "f"}}
+    with pytest.raises(ValueError) as raised:
+        ChatRequest("m").with_tool_choice(choice)  # type: ignore[arg-type]
+    assert str(raised.value) == (
+        "invalid `tool_choice`: Value error, this is OpenAI's tool choice form ({'type': "
+        "'function', 'function': {'name': ...}}): use ToolChoice.tool(name), or read OpenAI's "
+        "form with ChatRequest.from_openai(model, messages, tool_choice=...)"
+    )
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+    with pytest.raises(ValidationError) as invalid:
+        ChatRequest("m", tools=[tool])  # type: ignore[list-item]
+    assert [(e["loc"], e["msg"]) for e in invalid.value.errors()] == [
+        (
+            ("tools", 0),
+            "Value error, this is OpenAI's tool form ({'type': 'function', 'function': {...}}): "
+            "give its fields, ToolDefinition(name=..., parameters=..., description=..., "
+            "strict=...), or read OpenAI's tools with "
+            "ChatRequest.from_openai(model, messages, tools=...)",
+        )
+    ]
+
+
+# 8. A provider's body option that is not an object
+
+
+@pytest.mark.parametrize("namespace", ["anthropic", "gemini", "openai_compat"])
+@pytest.mark.parametrize(
+    ("value", "hint"),
+    [
+        ('{"top_k": 40}', "not str; give the dict itself, not its JSON text"),
+        ([{"top_k": 40}], "not list"),
+        (None, "not NoneType; to remove it, without_option('{namespace}')"),
+    ],
+)
+def test_a_body_option_that_is_no_object_is_refused_naming_its_namespace(
+    namespace: str, value: Any, hint: str
+) -> None:
+    """The adapters merge a body option's fields into the body, and dropped anything else
+    silently, under `UnsupportedPolicy.ERROR` too."""
+    expected = (
+        f"the option `{namespace}` holds fields for the request's body, so it must be a JSON "
+        f"object (a dict), {hint.format(namespace=namespace)}"
+    )
+    with pytest.raises(TypeError) as raised:
+        ChatRequest("m").with_option_json(namespace, value)
+    assert str(raised.value) == expected
+    with pytest.raises(ValidationError) as invalid:
+        ChatRequest("m", options={namespace: value})
+    assert invalid.value.errors()[0]["msg"] == f"Value error, {expected}"
+
+
+def test_options_of_other_namespaces_may_be_any_json() -> None:
+    request = ChatRequest("m").with_option_json("allama.decision.options", ["a", "b"])
+    assert request.with_option_json("demo", "text").options == {
+        "allama.decision.options": ["a", "b"],
+        "demo": "text",
+    }
+    assert ChatRequest("m").with_option_json("anthropic", {"top_k": 40}).options == {
+        "anthropic": {"top_k": 40}
+    }
+
+
+def test_the_body_namespaces_are_the_adapters() -> None:
+    from allama.adapters.anthropic._encode import BODY_OPTION as ANTHROPIC
+    from allama.adapters.gemini._encode import BODY_OPTION as GEMINI
+    from allama.adapters.ollama._encode import BODY_OPTION as OLLAMA
+    from allama.adapters.openai_compat._encode import BODY_OPTION as OPENAI_COMPAT
+    from allama.adapters.openai_responses._encode import BODY_OPTION as OPENAI_RESPONSES
+    from allama.types._request import _BODY_OPTIONS
+
+    adapters = {ANTHROPIC, GEMINI, OLLAMA, OPENAI_COMPAT, OPENAI_RESPONSES}
+    assert adapters == _BODY_OPTIONS
+
+
+# 9. An image of no bytes, or of bytes that are no image
+
+
+def test_an_image_of_no_bytes_or_no_image_type_is_refused_when_built() -> None:
+    with pytest.raises(ValueError) as raised:
+        ImagePart(data=b"", media_type="image/png")
+    assert str(raised.value) == "an image's `data` is empty: give the image file's bytes"
+    with pytest.raises(ValueError) as raised:
+        ImagePart(data=PNG, media_type="text/plain")
+    assert str(raised.value) == (
+        "an image's `media_type` must be an image type (image/png, image/jpeg, ...), not "
+        "text/plain: a PDF or a text goes in a DocumentPart"
+    )
+    with pytest.raises(ValueError) as raised:
+        ImagePart(data=PNG, media_type="a PDF, I think")
+    assert str(raised.value) == (
+        "an image's `media_type` must be an image type (image/png, image/jpeg, ...): a PDF or "
+        "a text goes in a DocumentPart"
+    )
+    # Read from JSON, refused as it is read.
+    with pytest.raises(ValidationError) as invalid:
+        ImagePart.model_validate_json('{"data": "", "media_type": "image/png"}')
+    assert invalid.value.errors()[0]["msg"] == (
+        "Value error, an image's `data` is empty: give the image file's bytes"
+    )
+    # Any image type is left to the provider's encoder to judge, in any case.
+    assert ImagePart(data=PNG, media_type="IMAGE/HEIC").media_type == "IMAGE/HEIC"
+
+
+# 10. NaN and infinity where JSON goes
+
+
+def test_nan_and_infinity_are_refused_naming_the_field_and_the_place() -> None:
+    """JSON has no form for them: they went out as `NaN` and `Infinity` (a 400), and the
+    JSON form wrote them as `null`."""
+    tail = (
+        "which JSON has no form for (a provider answers 400): give a finite number there, "
+        "or leave it out"
+    )
+    bounded = {"type": "object", "properties": {"x/y": {"maximum": float("inf")}}}
+    with pytest.raises(ValidationError) as invalid:
+        allama.ToolDefinition(name="f", parameters=bounded)
+    assert invalid.value.errors()[0]["msg"] == (
+        f"Value error, `parameters` holds infinity at `/properties/x~1y/maximum`, {tail}"
+    )
+    with pytest.raises(ValidationError) as invalid:
+        allama.ResponseFormat.for_schema({"enum": [1.0, float("-inf")]})
+    assert invalid.value.errors()[0]["msg"] == (
+        f"Value error, `json_schema` holds infinity at `/enum/1`, {tail}"
+    )
+    with pytest.raises(ValueError) as raised:
+        ChatRequest("m").with_option_json("openai_compat", {"logit_bias": {"50256": float("nan")}})
+    assert str(raised.value) == (
+        f"`options['openai_compat']` holds NaN at `/logit_bias/50256`, {tail}"
+    )
+    with pytest.raises(ValidationError) as invalid:
+        ChatRequest("m", options={"demo": float("nan")})
+    assert invalid.value.errors()[0]["msg"] == (
+        f"Value error, `options['demo']` holds NaN at `/`, {tail}"
+    )
+    with pytest.raises(ValueError) as raised:
+        ToolCall.of("c", "f", {"x": [float("nan")]})
+    assert str(raised.value) == f"`arguments` holds NaN at `/x/0`, {tail}"
+    # Read from JSON, which pydantic reads `NaN` and `Infinity` in.
+    with pytest.raises(ValidationError):
+        ChatRequest.from_json('{"model": "m", "options": {"demo": {"t": NaN}}}')

@@ -8,18 +8,23 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from tests._recording import provider
 
 from allama import (
     AssistantMessage,
     ChatRequest,
     DeveloperMessage,
+    DocumentPart,
     ImagePart,
     Message,
     ReasoningEffort,
     Refusal,
+    ResponseFormat,
     SystemMessage,
     TextPart,
     ToolCall,
+    ToolChoice,
+    ToolDefinition,
     ToolMessage,
     UserMessage,
 )
@@ -196,6 +201,185 @@ def test_settings_are_the_requests_own_and_openai_names_get_a_hint() -> None:
         ChatRequest.from_openai("", [{"role": "user", "content": "hi"}])
     with pytest.raises(TypeError, match="`model` must be a str"):
         ChatRequest.from_openai(None, [])  # type: ignore[arg-type]
+
+
+# Settings in OpenAI's form
+
+PERSON = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}},
+    "required": ["name"],
+    "additionalProperties": False,
+}
+ENVELOPE = {"name": "person", "strict": True, "schema": PERSON}
+HI = [{"role": "user", "content": "hi"}]
+
+
+def test_openais_response_format_is_read_as_allamas() -> None:
+    """OpenAI's `json_schema` envelope is read for its schema, name and strictness, where
+    the envelope itself was taken for the schema (sent to OpenAI as a loose schema of the
+    envelope, to Gemini as any JSON)."""
+
+    def read(response_format: Any) -> Any:
+        return ChatRequest.from_openai("m", HI, response_format=response_format).response_format
+
+    schema_format = {"type": "json_schema", "json_schema": ENVELOPE}
+    assert read(schema_format) == ResponseFormat.for_schema(PERSON, name="person", strict=True)
+    described = {"name": "p", "schema": PERSON, "description": "A person."}
+    assert read({"type": "json_schema", "json_schema": described}) == ResponseFormat(
+        type="json_schema", json_schema=PERSON, name="p", description="A person."
+    )  # OpenAI's `strict` left out is left out here (OpenAI reads it as false)
+    assert read({"type": "json_object"}) == ResponseFormat.json_object()
+    assert read({"type": "text"}) == ResponseFormat.text()
+    assert read(ResponseFormat.for_schema(PERSON)) == ResponseFormat.for_schema(PERSON)
+    # allama's own form is still read as it is.
+    assert read({"type": "json_schema", "json_schema": PERSON, "name": "n"}) == (
+        ResponseFormat.for_schema(PERSON, name="n", strict=None)
+    )
+    with pytest.raises(TypeError) as caught:
+        read({"type": "json_schema", "json_schema": {"name": "person", "strict": True}})
+    assert str(caught.value) == (
+        "response_format.json_schema.schema: missing; expected a JSON Schema (a dict)"
+    )
+    with pytest.raises(TypeError) as caught:
+        read({"type": "json_schema", "json_schema": {"name": "p", "schema": {}, "strict": "yes"}})
+    assert (
+        str(caught.value) == "response_format.json_schema.strict: expected a bool or null, got str"
+    )
+
+
+OPENAI_ANSWER = {
+    "id": "x",
+    "object": "chat.completion",
+    "model": "gpt-4o",
+    "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": "{}"}, "finish_reason": "stop"}
+    ],
+    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+}
+GEMINI_ANSWER = {
+    "candidates": [
+        {"content": {"role": "model", "parts": [{"text": "{}"}]}, "finishReason": "STOP"}
+    ],
+    "usageMetadata": {"promptTokenCount": 1, "candidatesTokenCount": 1},
+}
+
+
+def test_openais_json_schema_goes_out_as_the_schema_it_holds() -> None:
+    rf = {"type": "json_schema", "json_schema": ENVELOPE}
+    openai, sent = provider("openai", (200, OPENAI_ANSWER))
+    openai.chat(ChatRequest.from_openai("gpt-4o", HI, response_format=rf))
+    assert sent.bodies[-1]["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "person", "schema": PERSON, "strict": True},
+    }
+    gemini, sent = provider("gemini", (200, GEMINI_ANSWER))
+    gemini.chat(ChatRequest.from_openai("gemini-2.5-flash", HI, response_format=rf))
+    assert sent.bodies[-1]["generationConfig"]["responseJsonSchema"] == PERSON
+
+
+def test_openais_tools_and_tool_choice_are_read_as_allamas() -> None:
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "lookup",
+            "description": "Look it up.",
+            "parameters": {"type": "object", "properties": {"q": {"type": "string"}}},
+            "strict": True,
+        },
+    }
+    bare = {"type": "function", "function": {"name": "now"}}
+    mine = ToolDefinition(name="mine")
+    request = ChatRequest.from_openai("m", HI, tools=[tool, bare, mine], tool_choice="required")
+    assert request.tools == (
+        ToolDefinition(
+            name="lookup",
+            description="Look it up.",
+            parameters={"type": "object", "properties": {"q": {"type": "string"}}},
+            strict=True,
+        ),
+        ToolDefinition(name="now"),
+        mine,
+    )
+    assert request.tool_choice == ToolChoice.required()
+    for openai_choice, choice in [
+        ("auto", ToolChoice.auto()),
+        ("none", ToolChoice.none()),
+        ({"type": "function", "function": {"name": "lookup"}}, ToolChoice.tool("lookup")),
+        (ToolChoice.tool("now"), ToolChoice.tool("now")),
+        (None, None),
+    ]:
+        read = ChatRequest.from_openai("m", HI, tool_choice=openai_choice).tool_choice
+        assert read == choice
+
+
+@pytest.mark.parametrize(
+    ("settings", "error", "message"),
+    [
+        (
+            {"tools": [{"type": "custom", "custom": {"name": "f"}}]},
+            ValueError,
+            "tools[0].type: expected `function`, got `custom`",
+        ),
+        (
+            {"tools": [{"type": "function", "function": {"parameters": {}}}]},
+            TypeError,
+            "tools[0].function.name: missing; expected a string",
+        ),
+        (
+            {"tools": [{"type": "function", "function": {"name": "f", "parameters": [1]}}]},
+            TypeError,
+            "tools[0].function.parameters: expected a JSON Schema (a dict), got list",
+        ),
+        (
+            {"tool_choice": "any"},
+            ValueError,
+            "tool_choice: expected `auto`, `none`, `required` or a function, got `any`",
+        ),
+        (
+            {"tool_choice": {"type": "allowed_tools", "allowed_tools": {}}},
+            ValueError,
+            "tool_choice.type: expected `function`, got `allowed_tools`",
+        ),
+        (
+            {"tool_choice": {"type": "function", "function": {}}},
+            TypeError,
+            "tool_choice.function.name: missing; expected a string",
+        ),
+    ],
+)
+def test_malformed_openai_settings_are_refused_naming_the_place(
+    settings: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error) as caught:
+        ChatRequest.from_openai("m", HI, **settings)
+    assert str(caught.value) == message
+
+
+def test_a_pdf_in_an_image_url_part_points_to_a_file_part() -> None:
+    pdf = "data:application/pdf;base64," + base64.b64encode(b"%PDF-1.4").decode()
+    with pytest.raises(ValueError) as caught:
+        ChatRequest.from_openai("m", image({"url": pdf}))
+    assert str(caught.value) == (
+        "messages[0].content[0].image_url.url: the data URL holds no image (its media type "
+        "is not image/...): send a PDF as a `file` part, {'type': 'file', 'file': "
+        "{'file_data': ..., 'filename': ...}}"
+    )
+    with pytest.raises(ValueError) as caught:
+        ChatRequest.from_openai("m", image("data:text/plain,hello"))
+    assert str(caught.value) == (
+        "messages[0].content[0].image_url: the data URL holds no image (its media type is "
+        "not image/...)"
+    )
+    with pytest.raises(ValueError) as caught:
+        ChatRequest.from_openai("m", image({"url": "data:image/png;base64,"}))
+    assert str(caught.value) == ("messages[0].content[0].image_url.url: the data URL holds no data")
+    # The PDF as a file part is read as a document.
+    file = {"type": "file", "file": {"file_data": pdf, "filename": "a.pdf"}}
+    read = ChatRequest.from_openai("m", user([file])).messages[0]
+    assert read == UserMessage(
+        content=(DocumentPart(data=b"%PDF-1.4", media_type="application/pdf", title="a.pdf"),)
+    )
 
 
 SECRET = "SECRET-CONVERSATION-TEXT"
@@ -453,7 +637,7 @@ _images = st.one_of(
     st.builds(lambda path: ImagePart(url=f"https://example.com/{path}"), _ids),
     st.builds(
         lambda data, kind: ImagePart(data=data, media_type=kind),
-        st.binary(max_size=16),
+        st.binary(min_size=1, max_size=16),
         st.sampled_from(["image/png", "image/jpeg", "image/svg+xml"]),
     ),
 )

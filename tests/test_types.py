@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import copy
+import json
+import pickle
 from typing import Any, ClassVar
 
 import pytest
@@ -539,6 +542,56 @@ def test_raw_json_options_and_malformed_ones() -> None:
         request.option(Sampling)
 
 
+def test_an_option_is_copied_and_the_options_are_read_only() -> None:
+    """The caller's dict was kept: changing it afterwards changed what was sent, and
+    `request.options[...] = ...` changed every request copied from that one."""
+    extra: dict[str, Any] = {"user": "u1", "metadata": {"a": ["1"]}}
+    request = ChatRequest("m").with_option_json("openai_compat", extra)
+    extra["user"] = "u2"
+    extra["metadata"]["a"].append("2")
+    assert request.option_json("openai_compat") == {"user": "u1", "metadata": {"a": ["1"]}}
+    copied = request.with_temperature(0.5)
+    read_only = (
+        "a request's options are read-only: use with_option_json(namespace, value), "
+        "with_option(value) or without_option(namespace), which return an updated copy"
+    )
+    for change in (
+        lambda options: options.__setitem__("y", 1),
+        lambda options: options.update(y=1),
+        lambda options: options.pop("openai_compat"),
+        lambda options: options.setdefault("y", 1),
+        lambda options: options.__delitem__("openai_compat"),
+        lambda options: options.clear(),
+    ):
+        with pytest.raises(TypeError) as raised:
+            change(copied.options)
+        assert str(raised.value) == read_only
+    assert (
+        request.options
+        == copied.options
+        == {"openai_compat": {"user": "u1", "metadata": {"a": ["1"]}}}
+    )
+    # Every way a request is made or copied keeps them read-only, and equal.
+    made = [
+        ChatRequest("m", options={"demo": {"k": 1}}),
+        ChatRequest("m").with_option(Sampling(top_k=1)),
+        request.without_option("absent"),
+        request.with_option_json("demo", 1).without_option("demo"),
+        ChatRequest.from_json(request.to_json()),
+        ChatRequest.model_validate(request.model_dump()),
+        pickle.loads(pickle.dumps(request)),
+        copy.deepcopy(request),
+        copy.copy(request),
+    ]
+    for each in made:
+        with pytest.raises(TypeError):
+            each.options["y"] = 1
+    assert made[-4:] == [request] * 4
+    assert json.loads(request.to_json())["options"] == {
+        "openai_compat": {"user": "u1", "metadata": {"a": ["1"]}}
+    }
+
+
 def test_an_option_type_needs_a_namespace() -> None:
     class Plain(BaseModel):
         x: int
@@ -599,6 +652,20 @@ def test_usage_adds_what_was_reported_and_keeps_unknowns_unknown() -> None:
     )
     with pytest.raises(TypeError):
         _ = 1 + Usage()
+
+
+def test_usage_added_to_what_is_no_usage_is_pythons_type_error() -> None:
+    """`total + response.usage` where a response reported none: an `AttributeError` on
+    `NoneType`, where Python's own `TypeError` names both operands."""
+    with pytest.raises(TypeError) as raised:
+        _ = Usage(input_tokens=1) + None  # type: ignore[operator]
+    assert str(raised.value) == "unsupported operand type(s) for +: 'Usage' and 'NoneType'"
+    with pytest.raises(TypeError) as raised:
+        _ = Usage() + 0  # type: ignore[operator]
+    assert str(raised.value) == "unsupported operand type(s) for +: 'Usage' and 'int'"
+    with pytest.raises(TypeError) as raised:
+        Usage().of_calls(None)  # type: ignore[arg-type]
+    assert str(raised.value) == "of_calls(): `other` must be a Usage, not NoneType"
 
 
 def test_usage_totals() -> None:
@@ -765,6 +832,39 @@ def test_response_repr_withholds_text() -> None:
         "finish_reason=FinishReason('stop'), usage=Usage(input_tokens=1, output_tokens=None, "
         "reasoning_tokens=None, cache_read_tokens=None, cache_write_tokens=None), warnings=0)"
     )
+
+
+def test_pretty_printers_show_what_the_repr_shows() -> None:
+    """rich's `__rich_repr__` and devtools' `__pretty__` read pydantic's `__repr_args__`,
+    which listed every field: user text, reasoning and its signature, tool arguments,
+    provider data and options, in full."""
+    request = (
+        ChatRequest("m")
+        .user(SECRET)
+        .assistant([Reasoning(text=SECRET, signature=SECRET), ToolCall(id="c", name="f")])
+        .with_option_json("proxy", {"api_key": SECRET})
+    )
+    response = ChatResponse(
+        (Reasoning(text=SECRET, signature=SECRET), ToolCall(id="1", name="f", arguments=SECRET)),
+        provider_data={"anthropic": {DECLINE_EXPLANATION_KEY: SECRET}},
+    )
+    for item in (request, response, *response.content, *request.messages):
+        assert item.__repr_str__(", ") == repr(item)[len(type(item).__name__) + 1 : -1]
+        assert f"{type(item).__name__}({item.__repr_str__(', ')})" == repr(item)
+        rich_args = [repr(arg) for arg in item.__rich_repr__()]
+        assert rich_args == [item.__repr_str__(", ")]
+        pretty = "".join(
+            part for part in item.__pretty__(fmt=repr) if isinstance(part, str) and part != ","
+        )
+        assert pretty == repr(item)
+    # A type with pydantic's own repr lists its fields, as its repr does.
+    usage = Usage(input_tokens=1)
+    assert f"Usage({usage.__repr_str__(', ')})" == repr(usage)
+    assert dict(usage.__rich_repr__())["input_tokens"] == 1  # type: ignore[arg-type]
+    pip_rich = pytest.importorskip("pip._vendor.rich.pretty")
+    printed = pip_rich.pretty_repr(request) + pip_rich.pretty_repr(response)
+    assert SECRET not in printed
+    assert pip_rich.pretty_repr(request) == repr(request)
 
 
 def test_every_message_is_hashable_an_assistant_turn_with_provider_data_too() -> None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Self
+import math
+from collections.abc import Iterator
+from typing import Any, Self
 
 import pydantic.main
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["DEFER_BUILD", "Data"]
+__all__ = ["DEFER_BUILD", "Data", "check_finite"]
 
 DEFER_BUILD = hasattr(pydantic.main, "_rebuild_lock")
 """Whether models build their validators on first use rather than when defined.
@@ -40,6 +42,18 @@ class Data(BaseModel):
         # pydantic's `str` lists every field and would bypass the reprs that withhold text.
         return repr(self)
 
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
+        """What pydantic's other printers show (rich's `__rich_repr__`, devtools'
+        `__pretty__`): the fields, or, for a type whose own `__repr__` withholds text, that
+        repr's arguments, so that no printer shows what the repr withholds."""
+        if type(self).__repr__ is BaseModel.__repr__:
+            yield from super().__repr_args__()
+            return
+        shown = repr(self)
+        head = f"{type(self).__name__}("
+        inner = shown[len(head) : -1] if shown.startswith(head) and shown.endswith(")") else shown
+        yield None, _Shown(inner)
+
     def to_json(self) -> str:
         """The JSON form; `type(self).from_json` reads it back."""
         return self.model_dump_json()
@@ -47,3 +61,47 @@ class Data(BaseModel):
     @classmethod
     def from_json(cls, text: str | bytes) -> Self:
         return cls.model_validate_json(text)
+
+
+class _Shown:
+    """Text a printer shows as it is (its repr is the text, unquoted)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def check_finite(value: object, field: str) -> None:
+    """Refuse NaN and infinity anywhere in the JSON data `value` of `field`, naming where
+    (a JSON Pointer): JSON has no form for them, so a provider is sent `NaN` or `Infinity`,
+    which it answers with a 400, and the JSON form writes them as `null`."""
+    path = _non_finite(value)
+    if path is not None:
+        where, number = path
+        kind = "NaN" if math.isnan(number) else "infinity"
+        raise ValueError(
+            f"`{field}` holds {kind} at `{where or '/'}`, which JSON has no form for (a "
+            "provider answers 400): give a finite number there, or leave it out"
+        )
+
+
+def _non_finite(value: object, at: str = "") -> tuple[str, float] | None:
+    """The JSON Pointer to the first NaN or infinity in `value`, and that number."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else (at, value)
+    if isinstance(value, dict):
+        items: Any = value.items()
+    elif isinstance(value, list | tuple):
+        items = enumerate(value)
+    else:
+        return None
+    for key, item in items:
+        step = str(key).replace("~", "~0").replace("/", "~1")
+        found = _non_finite(item, f"{at}/{step}")
+        if found is not None:
+            return found
+    return None

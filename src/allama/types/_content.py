@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal, TypedDict, Unpack
 
 from pydantic import Field, JsonValue, model_validator
 
-from allama.types._base import Data
+from allama.types._base import Data, check_finite
 from allama.types._redact import withheld
 
 
@@ -130,6 +130,23 @@ _DOCUMENT = ("DocumentPart", "application/pdf")
 """The part's name and an example media type, as the messages above show them."""
 
 
+_MEDIA_TYPE = re.compile(r"[A-Za-z0-9][\w.+-]{0,63}/[\w.+-]{1,64}")
+
+
+def _image_problem(data: object, media_type: object) -> str | None:
+    """Why bytes and a media type are no image to send, or `None`: no bytes (sent as
+    `data:image/png;base64,`), or a media type no image has (a PDF is a document)."""
+    if isinstance(data, bytes | bytearray) and not data:
+        return "an image's `data` is empty: give the image file's bytes"
+    if isinstance(media_type, str) and not media_type.lower().startswith("image/"):
+        shown = f", not {media_type}" if _MEDIA_TYPE.fullmatch(media_type) else ""
+        return (
+            f"an image's `media_type` must be an image type (image/png, image/jpeg, ...)"
+            f"{shown}: a PDF or a text goes in a DocumentPart"
+        )
+    return None
+
+
 class _ImageFields(TypedDict, total=False):
     type: Literal["image"]
     url: str | None
@@ -154,7 +171,11 @@ class ImagePart(Data):
         # JSON without this `__init__` (see the flag below), reading `data` there as the
         # base64 the JSON form writes. Here a str or a path for `data` is refused, and a URL
         # no provider can fetch is a plain `ValueError` (the validator's, for a part read).
-        super().__init__(**_as_given(fields, "an image", _IMAGE, ""))
+        given = _as_given(fields, "an image", _IMAGE, "")
+        problem = _image_problem(given.get("data"), given.get("media_type"))
+        if problem is not None:
+            raise ValueError(problem)
+        super().__init__(**given)
 
     # Marked as pydantic marks its own `BaseModel.__init__`, so that validation does not call
     # it (pydantic calls a model's own `__init__` with what it reads, JSON included).
@@ -174,7 +195,9 @@ class ImagePart(Data):
             raise ValueError("an image needs exactly one of `url` and `data`")
         if self.data is not None and not self.media_type:
             raise ValueError("an image given as bytes needs its `media_type`, such as image/png")
-        problem = None if self.url is None else _unreachable(self.url, "an image", *_IMAGE)
+        problem = _image_problem(self.data, self.media_type)
+        if problem is None and self.url is not None:
+            problem = _unreachable(self.url, "an image", *_IMAGE)
         if problem is not None:
             raise ValueError(problem)
         return self
@@ -264,7 +287,9 @@ class ToolCall(Data):
 
     @classmethod
     def of(cls, id: str, name: str, arguments: JsonValue) -> ToolCall:
-        """A call whose arguments are given as a value rather than as JSON text."""
+        """A call whose arguments are given as a value rather than as JSON text (finite
+        numbers: JSON has no NaN or infinity)."""
+        check_finite(arguments, "arguments")
         return cls(id=id, name=name, arguments=json.dumps(arguments, separators=(",", ":")))
 
     def parsed_arguments(self) -> Any:

@@ -115,9 +115,28 @@ def _image(value: Any, place: str) -> ImagePart:
         url = value
     else:
         _wrong_type(place, "a dict with a `url`, or a URL string", value)
+    decoded = _data_url(url, place)
+    if decoded is None:
+        return ImagePart(url=url)
+    data, media_type = decoded
+    if not media_type.startswith("image/"):
+        also = (
+            ": send a PDF as a `file` part, {'type': 'file', 'file': {'file_data': ..., "
+            "'filename': ...}}"
+            if media_type == _PDF
+            else ""
+        )
+        _wrong_value(place, f"the data URL holds no image (its media type is not image/...){also}")
+    if not data:
+        _wrong_value(place, "the data URL holds no data")
+    return ImagePart(data=data, media_type=media_type)
+
+
+def _data_url(url: str, place: str) -> tuple[bytes, str] | None:
+    """A data URL's bytes and media type; `None` for any other URL."""
     match = _DATA_URL.fullmatch(url)
     if match is None:
-        return ImagePart(url=url)
+        return None
     header, payload = match.groups()
     params = header.split(";")
     media_type = params[0].strip().lower()  # `IMAGE/PNG` is `image/png` (RFC 2045)
@@ -130,7 +149,7 @@ def _image(value: Any, place: str) -> ImagePart:
             _wrong_value(place, "the data URL is marked base64 but its data is not valid base64")
     else:
         data = unquote_to_bytes(payload)
-    return ImagePart(data=data, media_type=media_type)
+    return data, media_type
 
 
 def _document(value: Any, place: str) -> DocumentPart:
@@ -140,14 +159,14 @@ def _document(value: Any, place: str) -> DocumentPart:
     if "file_data" not in value and "file_id" in value:
         _wrong_value(place, "a file uploaded by id cannot be read back; give its `file_data`")
     url = _str(value, "file_data", place, "a string (a data URL)")
-    image = _image(url, f"{place}.file_data")
-    if image.data is None:
+    decoded = _data_url(url, f"{place}.file_data")
+    if decoded is None:
         _wrong_value(
             f"{place}.file_data", "expected a data URL, as in `data:application/pdf;base64,...`"
         )
     filename = value.get("filename")
     title = filename if isinstance(filename, str) and filename else None
-    return DocumentPart(data=image.data, media_type=image.media_type, title=title)
+    return DocumentPart(data=decoded[0], media_type=decoded[1], title=title)
 
 
 def _user(message: Mapping[str, Any], place: str) -> UserMessage:

@@ -8,9 +8,9 @@ from decimal import Decimal
 from functools import cache
 from typing import Annotated, Any, Literal, NoReturn, TypedDict, TypeVar, Unpack
 
-from pydantic import BaseModel, Field, JsonValue, TypeAdapter, ValidationError
+from pydantic import BaseModel, Field, JsonValue, TypeAdapter, ValidationError, field_validator
 
-from allama.types._base import Data
+from allama.types._base import Data, check_finite
 from allama.types._content import (
     ContentBlock,
     DocumentPart,
@@ -30,9 +30,16 @@ from allama.types._messages import (
     ToolMessage,
     UserMessage,
 )
-from allama.types._openai import messages_from_openai, messages_to_openai
+from allama.types._openai import (
+    _MISSING,
+    _shown,
+    _wrong_type,
+    _wrong_value,
+    messages_from_openai,
+    messages_to_openai,
+)
 from allama.types._options import dump_option, load_option, namespace_of
-from allama.types._tools import ResponseFormat, ToolChoice, ToolDefinition
+from allama.types._tools import ResponseFormat, ToolChoice, ToolDefinition, is_openai_envelope
 
 T = TypeVar("T")
 
@@ -41,13 +48,9 @@ _Effort = ReasoningEffort | Literal["none", "minimal", "low", "medium", "high"]
 _Policy = UnsupportedPolicy | Literal["warn", "error"]
 
 
-class _Settings(TypedDict, total=False):
-    """`ChatRequest`'s settings as keywords, typed as its constructor takes them (a name it
-    has not is a type error, not only a failure at run time)."""
+class _Sampling(TypedDict, total=False):
+    """The settings `ChatRequest` and `from_openai` take alike."""
 
-    tools: Sequence[ToolDefinition]
-    tool_choice: ToolChoice | None
-    response_format: ResponseFormat | None
     temperature: float | None
     top_p: float | None
     max_output_tokens: int | None
@@ -58,6 +61,24 @@ class _Settings(TypedDict, total=False):
     logprobs: int | None
     unsupported_policy: _Policy
     options: Mapping[str, JsonValue]
+
+
+class _Settings(_Sampling, total=False):
+    """`ChatRequest`'s settings as keywords, typed as its constructor takes them (a name it
+    has not is a type error, not only a failure at run time)."""
+
+    tools: Sequence[ToolDefinition]
+    tool_choice: ToolChoice | None
+    response_format: ResponseFormat | None
+
+
+class _OpenAISettings(_Sampling, total=False):
+    """`from_openai`'s settings: `ChatRequest`'s, whose tools, tool choice and response
+    format may be given in OpenAI's Chat Completions form as well."""
+
+    tools: Sequence[ToolDefinition | Mapping[str, Any]]
+    tool_choice: ToolChoice | Literal["auto", "none", "required"] | Mapping[str, Any] | None
+    response_format: ResponseFormat | Mapping[str, Any] | None
 
 
 class _Fields(_Settings, total=False):
@@ -91,6 +112,7 @@ class ChatRequest(Data):
     alternatives at each position (0: the tokens alone); `None` asks for none."""
     unsupported_policy: UnsupportedPolicy = UnsupportedPolicy.WARN
     options: dict[str, JsonValue] = Field(default_factory=dict)
+    """Options by namespace, read-only: `with_option` and `with_option_json` change them."""
 
     def __init__(self, model: str | None = None, /, **data: Unpack[_Fields]) -> None:
         # Checked before pydantic's own checks, so that the error names the argument plainly.
@@ -112,12 +134,21 @@ class ChatRequest(Data):
         fields: dict[str, Any] = dict(data)  # the checks above are pydantic's from here
         super().__init__(**fields)
 
+    @field_validator("options")
+    @classmethod
+    def _read_only(cls, options: dict[str, JsonValue]) -> dict[str, JsonValue]:
+        # Pydantic has copied them from the caller's; a `ValueError`, as pydantic runs this
+        # for `model_validate` and `from_json` too, where a `TypeError` would escape.
+        for namespace, value in options.items():
+            _check_option(namespace, value, ValueError)
+        return _Options(options)
+
     @classmethod
     def from_openai(
         cls,
         model: str,
         messages: Iterable[Mapping[str, Any] | BaseModel],
-        **settings: Unpack[_Settings],
+        **settings: Unpack[_OpenAISettings],
     ) -> ChatRequest:
         """A request from a conversation held in OpenAI's Chat Completions form.
 
@@ -127,7 +158,10 @@ class ChatRequest(Data):
         for, such as `name`, are left out. A message may be the OpenAI SDK's object (a
         `ChatCompletionMessage` a response gave): a pydantic model, read as its
         `model_dump(exclude_none=True)`, the dict it stands for. `settings` are
-        `ChatRequest`'s own fields.
+        `ChatRequest`'s own fields; `tools`, `tool_choice` and `response_format` may be in
+        OpenAI's form too (`{"type": "function", "function": {...}}`, `"required"`,
+        `{"type": "json_schema", "json_schema": {"name": ..., "strict": ..., "schema":
+        ...}}`, `{"type": "json_object"}`), read as allama's.
         A malformed message raises `TypeError` or `ValueError` naming its place
         (`messages[3].tool_calls[0].function.arguments`).
 
@@ -150,7 +184,14 @@ class ChatRequest(Data):
             )
         if not isinstance(model, str) or not model.strip():
             _bad_model(model, argument=True)
-        return cls(model, messages=messages_from_openai(_as_dicts(messages)), **settings)
+        fields: dict[str, Any] = dict(settings)
+        if "tools" in fields:
+            fields["tools"] = _openai_tools(fields["tools"])
+        if "tool_choice" in fields:
+            fields["tool_choice"] = _openai_tool_choice(fields["tool_choice"])
+        if "response_format" in fields:
+            fields["response_format"] = _openai_response_format(fields["response_format"])
+        return cls(model, messages=messages_from_openai(_as_dicts(messages)), **fields)
 
     def to_openai_messages(self) -> list[dict[str, Any]]:
         """The conversation as OpenAI Chat Completions message dicts.
@@ -180,6 +221,8 @@ class ChatRequest(Data):
         # the constructor would check them (`1` becomes `1.0`; `"0.5"` or `True` fails).
         for name in update.keys() & _CHECKED:
             update[name] = _checked(name, update[name])
+        if "options" in update:  # checked by the `with_option…` methods
+            update["options"] = _Options(update["options"])
         return self.model_copy(update=update)
 
     # Messages
@@ -338,15 +381,22 @@ class ChatRequest(Data):
         if namespace is not None:
             _check_namespace("with_option()", namespace)
         key = namespace or namespace_of(type(value))
-        return self._with(options={**self.options, key: dump_option(value)})
+        dumped = dump_option(value)
+        _check_option(key, dumped, TypeError)
+        return self._with(options={**self.options, key: dumped})
 
     def with_option_json(self, namespace: str, value: JsonValue) -> ChatRequest:
-        """Attach an option as raw JSON, for a provider feature allama has no type for."""
+        """Attach an option as raw JSON, for a provider feature allama has no type for.
+
+        A copy is kept: changing `value` afterwards changes no request. The body option of
+        a provider (`anthropic`, `gemini`, `ollama`, `openai_compat`, `openai_responses`)
+        is a JSON object, whose fields go in the request's body."""
         _check_namespace("with_option_json()", namespace)
         if not _is_json(value):
             expected = "JSON data (dicts with str keys, lists, str, int, float, bool, None)"
             _wrong("with_option_json()", "`value`", expected, value)
-        return self._with(options={**self.options, namespace: value})
+        _check_option(namespace, value, TypeError)
+        return self._with(options={**self.options, namespace: _json_copy(value)})
 
     def option(self, cls: type[T], *, namespace: str | None = None) -> T | None:
         """The option of type `cls`, or `None`; raises `ValueError` when it is malformed."""
@@ -397,6 +447,58 @@ _RENAMED = {
 _MESSAGE_TYPES = (SystemMessage, DeveloperMessage, UserMessage, AssistantMessage, ToolMessage)
 _BLOCK_TYPES = (TextPart, ToolCall, Refusal, Reasoning)
 _JSON_SCALARS = (str, int, float, bool, type(None))
+
+
+class _Options(dict[str, JsonValue]):
+    """A request's options: a dict no one changes in place, since requests copied from one
+    another share it (`request.options[...] = ...` would change them all). Pickled and
+    copied as a dict is, read-only again when read back."""
+
+    __slots__ = ()
+
+    def _read_only(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise TypeError(
+            "a request's options are read-only: use with_option_json(namespace, value), "
+            "with_option(value) or without_option(namespace), which return an updated copy"
+        )
+
+    __setitem__ = __delitem__ = __ior__ = _read_only
+    clear = pop = popitem = setdefault = update = _read_only
+
+    def __reduce__(self) -> tuple[type[_Options], tuple[dict[str, JsonValue]]]:
+        return (_Options, (dict(self),))
+
+
+_BODY_OPTIONS = frozenset({"anthropic", "gemini", "ollama", "openai_compat", "openai_responses"})
+"""The namespaces whose option the adapters merge into the request's body (each adapter's
+`BODY_OPTION`): a JSON object of body fields, anything else being nothing they can send."""
+
+
+def _check_option(namespace: str, value: Any, error: type[Exception]) -> None:
+    """Refuse a body option that is no JSON object (`error`: `TypeError` for a method's
+    argument, `ValueError` inside validation), and NaN or infinity anywhere in an option."""
+    if namespace in _BODY_OPTIONS and not isinstance(value, dict):
+        hint = (
+            "; give the dict itself, not its JSON text"
+            if isinstance(value, str)
+            else f"; to remove it, without_option({namespace!r})"
+            if value is None
+            else ""
+        )
+        raise error(
+            f"the option `{namespace}` holds fields for the request's body, so it must be a "
+            f"JSON object (a dict), not {_type_name(value)}{hint}"
+        )
+    check_finite(value, f"options[{namespace!r}]")
+
+
+def _json_copy(value: JsonValue) -> JsonValue:
+    """A copy of the JSON data `value`, sharing nothing the caller may change."""
+    if isinstance(value, dict):
+        return {key: _json_copy(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_json_copy(item) for item in value]
+    return value
 
 
 def _is_json(value: Any) -> bool:
@@ -557,6 +659,105 @@ def _as_dicts(messages: Any) -> Any:
         else message
         for message in messages
     ]
+
+
+def _openai_tools(tools: Any) -> Any:
+    """`from_openai`'s tools, each in OpenAI's form (`{"type": "function", "function":
+    {...}}`) read as a `ToolDefinition`; anything else left to the constructor to judge."""
+    if _not_many(tools):
+        return tools
+    return tuple(
+        _openai_tool(tool, f"tools[{index}]")
+        if isinstance(tool, Mapping) and ("function" in tool or "type" in tool)
+        else tool
+        for index, tool in enumerate(tools)
+    )
+
+
+def _openai_tool(tool: Mapping[str, Any], place: str) -> ToolDefinition:
+    kind = tool.get("type", "function")
+    if kind != "function":
+        _wrong_value(f"{place}.type", f"expected `function`, got {_shown(kind)}")
+    function = tool.get("function", _MISSING)
+    place = f"{place}.function"
+    if not isinstance(function, Mapping):
+        _wrong_type(place, "a dict with `name` and `parameters`", function)
+    name = function.get("name", _MISSING)
+    if not isinstance(name, str):
+        _wrong_type(f"{place}.name", "a string", name)
+    fields: dict[str, Any] = {"name": name}
+    for key, expected, kinds in (
+        ("parameters", "a JSON Schema (a dict)", dict),
+        ("description", "a string", str),
+        ("strict", "a bool or null", bool),
+    ):
+        value = function.get(key)
+        if value is not None:
+            if not isinstance(value, kinds):
+                _wrong_type(f"{place}.{key}", expected, value)
+            fields[key] = value
+    return ToolDefinition(**fields)
+
+
+def _openai_tool_choice(choice: Any) -> Any:
+    """`from_openai`'s tool choice in OpenAI's form (`"auto"`, `"none"`, `"required"`, or
+    `{"type": "function", "function": {"name": ...}}`) read as a `ToolChoice`; anything
+    else left to the constructor to judge."""
+    if isinstance(choice, str):
+        if choice not in ("auto", "none", "required"):
+            _wrong_value(
+                "tool_choice",
+                f"expected `auto`, `none`, `required` or a function, got {_shown(choice)}",
+            )
+        return ToolChoice.model_validate({"mode": choice})
+    if not isinstance(choice, Mapping) or "type" not in choice:
+        return choice
+    kind = choice.get("type")
+    if kind != "function":
+        _wrong_value("tool_choice.type", f"expected `function`, got {_shown(kind)}")
+    function = choice.get("function", _MISSING)
+    if not isinstance(function, Mapping):
+        _wrong_type("tool_choice.function", "a dict with `name`", function)
+    name = function.get("name", _MISSING)
+    if not isinstance(name, str):
+        _wrong_type("tool_choice.function.name", "a string", name)
+    return ToolChoice.tool(name)
+
+
+def _openai_response_format(response_format: Any) -> Any:
+    """`from_openai`'s response format in OpenAI's form read as a `ResponseFormat`:
+    `{"type": "json_schema", "json_schema": {"name": ..., "strict": ..., "schema": ...}}`
+    as `ResponseFormat.for_schema` with that name and strictness (OpenAI's `strict` left
+    out is left out here too), `{"type": "json_object"}` as `json_object()`; anything else
+    (allama's own form) left to the constructor to judge."""
+    if not isinstance(response_format, Mapping):
+        return response_format
+    kind = response_format.get("type")
+    if kind == "json_object":
+        return ResponseFormat.json_object()
+    envelope = response_format.get("json_schema")
+    if kind != "json_schema" or not isinstance(envelope, Mapping):
+        return response_format
+    if not is_openai_envelope(envelope, named=True):
+        return response_format  # allama's: the schema itself
+    place = "response_format.json_schema"
+    schema = envelope.get("schema", _MISSING)
+    if not isinstance(schema, dict):
+        _wrong_type(f"{place}.schema", "a JSON Schema (a dict)", schema)
+    for key, expected, kinds in (
+        ("name", "a string", str),
+        ("description", "a string or null", str),
+        ("strict", "a bool or null", bool),
+    ):
+        value = envelope.get(key)
+        if value is not None and not isinstance(value, kinds):
+            _wrong_type(f"{place}.{key}", expected, value)
+    return ResponseFormat.for_schema(
+        schema,
+        name=envelope.get("name"),
+        strict=envelope.get("strict"),
+        description=envelope.get("description"),
+    )
 
 
 def _check_namespace(call: str, namespace: Any) -> None:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Literal
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
-from pydantic import Field, JsonValue, model_validator
+from pydantic import Field, JsonValue, field_validator, model_validator
 
-from allama.types._base import Data
+from allama.types._base import Data, check_finite
 
 
 def _object_schema() -> dict[str, JsonValue]:
@@ -25,6 +25,24 @@ class ToolDefinition(Data):
     description: str | None = None
     strict: bool | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _not_openai(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and "function" in data and "name" not in data:
+            raise ValueError(
+                "this is OpenAI's tool form ({'type': 'function', 'function': {...}}): give "
+                "its fields, ToolDefinition(name=..., parameters=..., description=..., "
+                "strict=...), or read OpenAI's tools with "
+                "ChatRequest.from_openai(model, messages, tools=...)"
+            )
+        return data
+
+    @field_validator("parameters")
+    @classmethod
+    def _finite(cls, parameters: dict[str, JsonValue]) -> dict[str, JsonValue]:
+        check_finite(parameters, "parameters")
+        return parameters
+
 
 class ToolChoice(Data):
     """How the model must use the tools: `auto`, `none`, `required`, or one named tool.
@@ -35,6 +53,21 @@ class ToolChoice(Data):
 
     mode: Literal["auto", "none", "required", "tool"]
     name: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _not_openai(cls, data: Any) -> Any:
+        if isinstance(data, str) and data in ("auto", "none", "required"):
+            raise ValueError(
+                f"a tool choice is a ToolChoice, not OpenAI's string: ToolChoice.{data}()"
+            )
+        if isinstance(data, Mapping) and "function" in data and "mode" not in data:
+            raise ValueError(
+                "this is OpenAI's tool choice form ({'type': 'function', 'function': "
+                "{'name': ...}}): use ToolChoice.tool(name), or read OpenAI's form with "
+                "ChatRequest.from_openai(model, messages, tool_choice=...)"
+            )
+        return data
 
     @model_validator(mode="after")
     def _name_with_tool(self) -> ToolChoice:
@@ -80,6 +113,32 @@ class ResponseFormat(Data):
     description: str | None = None
     strict: bool | None = None
     options: tuple[str, ...] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _not_openai(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping):
+            return data
+        if data.get("type") == "json_object":
+            raise ValueError(
+                "OpenAI's response format `json_object` is allama's `json`: "
+                "ResponseFormat.json_object()"
+            )
+        if data.get("type") == "json_schema" and is_openai_envelope(data.get("json_schema")):
+            raise ValueError(
+                "`json_schema` holds OpenAI's envelope ({'name': ..., 'strict': ..., "
+                "'schema': {...}}), not the JSON Schema itself: use "
+                "ResponseFormat.for_schema(schema, name=..., strict=...), or read OpenAI's "
+                "response_format with ChatRequest.from_openai(model, messages, "
+                "response_format=...)"
+            )
+        return data
+
+    @field_validator("json_schema")
+    @classmethod
+    def _finite(cls, schema: dict[str, JsonValue] | None) -> dict[str, JsonValue] | None:
+        check_finite(schema, "json_schema")
+        return schema
 
     @model_validator(mode="after")
     def _schema_with_json_schema(self) -> ResponseFormat:
@@ -132,3 +191,17 @@ class ResponseFormat(Data):
                 f"not {type(options).__name__}"
             )
         return cls(type="choice", options=tuple(options), name=name, description=description)
+
+
+_ENVELOPE = frozenset({"name", "strict", "schema", "description"})
+"""The keys of OpenAI's `json_schema` object, which holds the schema under `schema`: none is
+a JSON Schema keyword, so a schema made of them alone is that envelope."""
+
+
+def is_openai_envelope(value: object, *, named: bool = False) -> bool:
+    """Whether `value` is OpenAI's `json_schema` envelope rather than a JSON Schema: made of
+    its keys alone, and holding a `schema` (or, with `named`, a `name` instead, which
+    OpenAI requires: where OpenAI's form is expected, an envelope that lacks its schema)."""
+    if not isinstance(value, Mapping) or not value.keys() <= _ENVELOPE:
+        return False
+    return "schema" in value or (named and "name" in value)

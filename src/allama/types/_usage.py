@@ -38,6 +38,10 @@ class Usage(Data):
     cache_write_tokens: int | None = None
 
     def __add__(self, other: Usage) -> Usage:
+        if not isinstance(other, Usage):
+            # Python's TypeError then names both types (`usage + None`: a response that
+            # reported no usage).
+            return NotImplemented
         return Usage(
             input_tokens=_add(self.input_tokens, other.input_tokens),
             output_tokens=_add(self.output_tokens, other.output_tokens),
@@ -56,6 +60,8 @@ class Usage(Data):
         >>> Usage(output_tokens=10, reasoning_tokens=0).of_calls(Usage(output_tokens=964))
         Usage(input_tokens=None, output_tokens=974, reasoning_tokens=None, ...)
         """
+        if not isinstance(other, Usage):
+            raise TypeError(f"of_calls(): `other` must be a Usage, not {type(other).__name__}")
         return Usage(
             input_tokens=_add(self.input_tokens, other.input_tokens),
             output_tokens=_add(self.output_tokens, other.output_tokens),
