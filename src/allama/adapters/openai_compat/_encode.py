@@ -57,6 +57,7 @@ from allama.types import (
     SystemMessage,
     TextPart,
     ToolCall,
+    ToolChoice,
     ToolDefinition,
     ToolMessage,
     UserMessage,
@@ -398,8 +399,92 @@ class _Encoder:
 
     # Tools
 
+    @property
+    def no_function_calling(self) -> bool:
+        """Whether the model takes no function tools (its family's `tools` answer): o1-mini
+        and o1-preview take no tools, deep research only its built-in ones."""
+        return self.family.tools is CapabilitySupport.UNSUPPORTED
+
+    def refuse_function_tools(self, instead: str) -> None:
+        self.degradations.refuse(
+            RequestField.TOOLS,
+            f"`{self.request.model}` on {self.profile.display_name} has no function calling",
+            instead=instead,
+        )
+
+    @functools.cached_property
+    def option_tools_kept(self) -> Any:
+        """The body option's `tools` as sent: where the model has no function calling,
+        without their function and custom tools (the model's built-in ones, deep research's
+        web search or MCP servers, are its own, and go as given)."""
+        extra = self.request.option_json(self.namespace)
+        tools = extra.get("tools") if isinstance(extra, dict) else None
+        if not self.no_function_calling or not isinstance(tools, list):
+            return tools
+        return [tool for tool in tools if _tool_type(tool) not in _FUNCTION_TYPES]
+
+    def offers_tools(self) -> bool:
+        """Whether the body gives tools to call (`gives_tools`): where the model has no
+        function calling, only the built-in ones of the body option."""
+        if self.no_function_calling:
+            return bool(self.option_tools_kept)
+        return gives_tools(self.request, self.namespace)
+
+    def option_tools_left_out(self, given: dict[str, Any]) -> None:
+        """The body option's fields (`given`) without the function and custom tools the
+        model does not take (`option_tools_kept`), with a refusal on `tools`: sent, they
+        would be answered 400 with the rest of the request."""
+        tools = given.get("tools")
+        if not self.no_function_calling or not isinstance(tools, list):
+            return
+        kinds = [kind for kind in _FUNCTION_TYPES if any(_tool_type(t) == kind for t in tools)]
+        if not kinds:
+            return
+        self.refuse_function_tools(
+            f"the {' and '.join(kinds)} tools of the body option `{self.namespace}` were left out"
+        )
+        if self.option_tools_kept:
+            given["tools"] = self.option_tools_kept
+        else:
+            del given["tools"]
+
+    def choice_left_out(self, choice: ToolChoice) -> bool:
+        """Whether a tool choice goes unsent where the model has no function calling: one
+        that names a tool (a function or custom one, which were left out), or that chooses
+        among no tools the model takes. The tools' refusal says so, unless the named tool
+        was not among them."""
+        if not self.no_function_calling:
+            return False
+        if choice.mode != "tool" and self.option_tools_kept:
+            return False  # it chooses among the model's built-in tools
+        if choice.mode == "tool" and choice.name not in self.function_names():
+            self.degradations.refuse(
+                RequestField.TOOL_CHOICE,
+                f"`{self.request.model}` on {self.profile.display_name} has no function calling",
+                instead=f"`tool_choice` naming `{choice.name}` was not sent",
+            )
+        return True
+
+    def function_names(self) -> set[str]:
+        """The names of the request's tools and of the body option's function and custom
+        ones."""
+        extra = self.request.option_json(self.namespace)
+        given = extra.get("tools") if isinstance(extra, dict) else None
+        names = {tool.name for tool in self.request.tools}
+        for tool in given if isinstance(given, list) else ():
+            kind = _tool_type(tool)
+            if isinstance(tool, dict) and kind in _FUNCTION_TYPES:
+                spec = tool.get(kind)
+                name = spec.get("name") if isinstance(spec, dict) else tool.get("name")
+                if isinstance(name, str):
+                    names.add(name)
+        return names
+
     def tools(self) -> list[dict[str, Any]] | None:
         if not self.request.tools:
+            return None
+        if self.no_function_calling:
+            self.refuse_function_tools("the tools were left out")
             return None
         choice = self.request.tool_choice
         if choice is not None and choice.mode == "none" and not self.profile.tool_choice:
@@ -458,6 +543,8 @@ class _Encoder:
         choice = self.request.tool_choice
         if choice is None or self.degradations.choice_without_tools(self.request, BODY_OPTION):
             return None
+        if self.choice_left_out(choice):
+            return None
         display = self.profile.display_name
         if not self.profile.tool_choice:
             # `none`: the request's tools were left out, not the body option's own.
@@ -495,7 +582,7 @@ class _Encoder:
 
     def parallel_tool_calls(self, tools: list[dict[str, Any]] | None) -> bool | None:
         parallel = self.request.parallel_tool_calls
-        if not tools and not gives_tools(self.request, BODY_OPTION):
+        if not tools and not self.offers_tools():
             return None  # "only allowed when 'tools' are specified": nothing to call at all
         if parallel is not None:
             if not self.profile.parallel_tool_calls:
@@ -1079,6 +1166,7 @@ class _Encoder:
             if isinstance(extra, dict)
             else {}
         )
+        self.option_tools_left_out(given)
         if "stream_options" in given:
             self.option_stream_options(body, given.pop("stream_options"))
         for key, field in _CARRIERS:
@@ -1185,6 +1273,16 @@ JSON_OBJECT_NOTE = "Answer with one JSON object."
 
 _LIMIT_FIELDS = ("max_completion_tokens", "max_tokens")
 """The fields an output limit goes in on Chat Completions."""
+
+_FUNCTION_TYPES = ("function", "custom")
+"""The tool types a model with no function calling is not sent (the body option's others
+are the model's built-in tools)."""
+
+
+def _tool_type(tool: Any) -> str | None:
+    kind = tool.get("type") if isinstance(tool, dict) else None
+    return kind if isinstance(kind, str) else None
+
 
 _CARRIERS = (
     ("response_format", RequestField.RESPONSE_FORMAT),

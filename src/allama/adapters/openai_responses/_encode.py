@@ -95,7 +95,7 @@ from collections.abc import Mapping, Sequence
 from itertools import islice
 from typing import Any
 
-from allama._degradations import Degradations, gives_tools
+from allama._degradations import Degradations
 from allama.adapters._http import HttpRequest, option_fields, settings_as_sent
 from allama.adapters._tool_ids import IdRule, hashed_id, with_tool_ids
 from allama.adapters.openai_compat._capabilities import ModelFamily
@@ -586,6 +586,8 @@ class _Encoder(_ChatEncoder):
         choice = self.request.tool_choice
         if choice is None or self.degradations.choice_without_tools(self.request, BODY_OPTION):
             return None
+        if self.choice_left_out(choice):
+            return None
         if choice.mode == "tool":
             # A `custom` tool the body option gives is forced as one (`ToolChoiceCustom`).
             kind = "custom" if self.other_tools.get(choice.name or "") == "custom" else "function"
@@ -593,7 +595,7 @@ class _Encoder(_ChatEncoder):
         return choice.mode
 
     def parallel_tool_calls(self, tools: list[dict[str, Any]] | None) -> bool | None:
-        if not tools and not gives_tools(self.request, BODY_OPTION):
+        if not tools and not self.offers_tools():
             return None  # nothing to call at all
         parallel = self.request.parallel_tool_calls
         if parallel is not None:
@@ -815,6 +817,7 @@ class _Encoder(_ChatEncoder):
         given = option_fields(
             body, self.extra, BODY_OPTION, stream=self.stream, degradations=self.degradations
         )
+        self.option_tools_left_out(given)
         if given:
             self.as_sent = settings_as_sent(request, given, _SETTINGS)
         for key, value in given.items():
