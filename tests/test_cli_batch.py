@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import http.server
 import io
 import itertools
 import json
@@ -2998,6 +2999,92 @@ def test_status_names_the_input_file_of_a_job_still_out(
         "allama-a: submitting; input file file-a at the provider",
         "batch_b: submitted; input file file-b at the provider",
         "batch_c: submitted",
+    ]
+
+
+class _Recording(http.server.BaseHTTPRequestHandler):
+    """A host a ledger names: records each request (method, path, headers), and answers
+    as OpenAI does for a batch in progress."""
+
+    def _answer(self) -> None:
+        seen: list[tuple[str, str, dict[str, str]]] = self.server.seen  # type: ignore[attr-defined]
+        seen.append((self.command, self.path, dict(self.headers)))
+        body = json.dumps(
+            {"id": "batch_abc", "object": "batch", "status": "in_progress", "created_at": 1}
+        ).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = _answer
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_status_and_cancel_send_the_key_only_to_a_host_the_caller_confirms(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A ledger someone else wrote names their host: the key from the environment went there.
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-ENV-KEY")
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    host = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recording)
+    seen: list[tuple[str, str, dict[str, str]]] = []
+    host.seen = seen  # type: ignore[attr-defined]
+    threading.Thread(target=host.serve_forever, daemon=True).start()
+    there = f"http://127.0.0.1:{host.server_address[1]}"
+    ledger = tmp_path / "theirs.sqlite"
+    book = Ledger(ledger, settings={"provider": "openai", "model": "gpt-4o-mini", "type": "Doc"})
+    book.record_job(
+        "allama-theirs",
+        provider="openai",
+        base_url=f"http://user:pw@127.0.0.1:{host.server_address[1]}/v1?key=QUERY-SECRET",
+        api="chat",
+        model="gpt-4o-mini",
+        items=[],
+    )
+    book.job_submitted("allama-theirs", "batch_abc")
+    book.end(None)
+    book.close()
+    said = (
+        f"the ledger sends this job's calls to {there}, not to openai's own "
+        "(https://api.openai.com) nor one OPENAI_BASE_URL names: the key from the environment "
+        "is not sent to a host a ledger names (anyone may have written it); if its runs were "
+        f"yours, confirm it with --base-url {there} (base_url= from Python)"
+    )
+    try:
+        # `status` shows what the ledger says, and asks nothing.
+        assert main(["batch", "status", str(ledger)]) == 0
+        line = capsys.readouterr().out.splitlines()[-1]
+        assert line.split(", 0 requests, ")[1] == f"batch_abc: submitted; now: not asked ({said})"
+        assert main(["batch", "status", str(ledger), "--json"]) == 0
+        (job,) = json.loads(capsys.readouterr().out)["jobs"]
+        assert job["polled"] == f"not asked ({said})"
+        assert main(["batch", "cancel", str(ledger)]) == 1
+        assert capsys.readouterr().out == (
+            f"not cancelled: allama-theirs: {said} (the next `allama batch run` collects it)\n"
+        )
+        assert seen == []
+        (row,) = Ledger(ledger, read_only=True).jobs()
+        assert not row.cancel_requested
+        # A --base-url that is no URL is the command's usage error.
+        assert main(["batch", "status", str(ledger), "--base-url", f"{there}#"]) == 2
+        assert capsys.readouterr().err.startswith("allama batch status: --base-url has a `#`")
+        # Confirmed: asked, there.
+        assert main(["batch", "status", str(ledger), "--base-url", there]) == 0
+        assert capsys.readouterr().out.splitlines()[-1].endswith("now: in_progress")
+        assert main(["batch", "cancel", str(ledger), "--base-url", f"{there}/v1"]) == 0
+        assert capsys.readouterr().out == (
+            "cancel requested: batch_abc (the next `allama batch run` collects what it ran)\n"
+        )
+    finally:
+        host.shutdown()
+        host.server_close()
+    assert [(method, path) for method, path, _ in seen] == [
+        ("GET", "/v1/batches/batch_abc?key=QUERY-SECRET"),
+        ("POST", "/v1/batches/batch_abc/cancel?key=QUERY-SECRET"),
     ]
 
 

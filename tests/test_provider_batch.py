@@ -1139,7 +1139,7 @@ def test_a_cancel_of_a_job_a_killed_run_was_submitting_fails_its_inputs_sending_
             list(_batch_run(provider, model, _docs(3), ledger))
     (tag,) = [row.tag for row in Ledger(ledger, read_only=True).jobs()]
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
-    assert main(["batch", "cancel", str(ledger)]) == 0
+    assert main(["batch", "cancel", str(ledger), "--base-url", server.anthropic_base]) == 0
     assert capsys.readouterr().out == (
         f"cancel requested: {tag}, being submitted or cut off: no run makes its job, and one "
         "that finds it made cancels it; its inputs fail as cancelled\n"
@@ -1204,7 +1204,8 @@ def test_a_jobs_record_keeps_the_query_of_its_base_url_for_status_and_cancel(
     (job,) = Ledger(ledger, read_only=True).jobs()
     assert job.base_url == f"{provider.base_url}?key=gw"
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
-    rebuilt = job_provider(job)  # as `allama batch status` and `cancel` make it
+    # As `allama batch status` and `cancel` make it, the fake's endpoint confirmed.
+    rebuilt = job_provider(job, base_url=_base(server, name))
     assert rebuilt.target(model).params == {"key": "gw"}
     assert rebuilt.provider.base_url == provider.base_url
 
@@ -1252,7 +1253,7 @@ def test_the_cancel_command_goes_on_past_a_job_that_ended(
     _run_until(provider, model, _docs(4), ledger, lambda: len(server.jobs) == 2, job_size=2)
     first, second = server.jobs
     first.end = "completed"  # it ended at the provider before anyone looked
-    assert main(["batch", "cancel", str(ledger)]) == 0
+    assert main(["batch", "cancel", str(ledger), "--base-url", server.anthropic_base]) == 0
     out = capsys.readouterr().out
     (refused,) = [line for line in out.splitlines() if line.startswith("not cancelled: ")]
     # The provider's words (which may quote the requests) are withheld, as a failure's are.
@@ -1279,11 +1280,12 @@ def test_cancel_and_status_without_the_key_name_its_environment_variable(
     server.hold = True
     _run_until(provider, model, _docs(2), ledger, lambda: bool(server.jobs))
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    assert main(["batch", "cancel", str(ledger)]) == 1
+    confirmed = ["--base-url", server.anthropic_base]
+    assert main(["batch", "cancel", str(ledger), *confirmed]) == 1
     said = capsys.readouterr().out
     assert said.startswith("not cancelled: ") and "set ANTHROPIC_API_KEY" in said
     assert "api_key=" not in said
-    assert main(["batch", "status", str(ledger)]) == 0
+    assert main(["batch", "status", str(ledger), *confirmed]) == 0
     out = capsys.readouterr().out
     assert "not asked (" in out and "set ANTHROPIC_API_KEY" in out and "api_key=" not in out
 
@@ -2391,8 +2393,8 @@ def test_the_command_runs_polls_cancels_and_collects(
     err = capsys.readouterr().err
     assert "15 documents from" in err and "as provider batch jobs" in err
     assert "in provider batch jobs: 15 (they go on at the provider; the same command " in err
-    # `status` asks the provider how the job stands now.
-    assert main(["batch", "status", str(ledger)]) == 0
+    # `status` asks the provider how the job stands now (the fake's endpoint confirmed).
+    assert main(["batch", "status", str(ledger), "--base-url", server.openai_base]) == 0
     shown = capsys.readouterr().out
     [job] = server.jobs
     assert "provider batch jobs: 1" in shown
@@ -2411,15 +2413,14 @@ def test_the_command_runs_polls_cancels_and_collects(
     kept = []
     threading.Thread(target=lambda: kept.append(silent.accept()), daemon=True).start()
     monkeypatch.setattr(command_module, "_POLL_SECONDS", 1.0)
+    there = f"http://127.0.0.1:{silent.getsockname()[1]}/v1"
     with contextlib.closing(sqlite3.connect(ledger)) as db:
         (before,) = db.execute("SELECT base_url FROM jobs").fetchone()
-        db.execute(
-            "UPDATE jobs SET base_url = ?", (f"http://127.0.0.1:{silent.getsockname()[1]}/v1",)
-        )
+        db.execute("UPDATE jobs SET base_url = ?", (there,))
         db.commit()
     try:
         began = time.monotonic()
-        assert main(["batch", "status", str(ledger)]) == 0
+        assert main(["batch", "status", str(ledger), "--base-url", there]) == 0
         assert time.monotonic() - began < 20
         assert "now: not asked (no answer in 1 s; --no-poll shows the last state seen)" in (
             capsys.readouterr().out
@@ -2461,21 +2462,22 @@ def test_the_cancel_command_cancels_the_jobs_that_have_not_ended(
     ledger = tmp_path / "cancel.sqlite"
     server.hold = True
     _run_until(provider, model, _docs(4), ledger, lambda: bool(server.jobs))
-    assert main(["batch", "cancel", str(ledger)]) == 0
+    cancel = ["batch", "cancel", str(ledger), "--base-url", server.anthropic_base]
+    assert main(cancel) == 0
     assert capsys.readouterr().out == (
         f"cancel requested: {server.jobs[0].id} (the next `allama batch run` collects what "
         "it ran)\n"
     )
-    assert main(["batch", "cancel", str(ledger)]) == 0  # the job is cancelling: asked again
+    assert main(cancel) == 0  # the job is cancelling: asked again
     capsys.readouterr()
     server.hold = False
     results = _run(provider, model, _docs(4), ledger)
     assert [r.failure.kind for r in results if r.failure] == ["job_canceled"] * 4
-    assert main(["batch", "cancel", str(ledger)]) == 0
+    assert main(cancel) == 0
     assert capsys.readouterr().out == "no provider batch job of this ledger is still running\n"
 
 
-def test_the_cancel_command_escapes_the_providers_job_id(
+def test_a_job_id_not_of_the_providers_form_is_neither_polled_nor_cancelled_and_is_shown_escaped(
     server: ProviderBatchServer,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -2490,14 +2492,22 @@ def test_the_cancel_command_escapes_the_providers_job_id(
     provider, model = _provider(server, "anthropic")
     ledger = tmp_path / "cancel.sqlite"
     server.hold = True
-    _run_until(provider, model, _docs(2), ledger, lambda: bool(server.jobs))
-    assert main(["batch", "cancel", str(ledger)]) == 0
-    shown = server.jobs[0].id.replace("\u202e", "\\u202e").replace("\x9b", "\\x9b")
+    run, _ = _run_until(provider, model, _docs(2), ledger, lambda: bool(server.jobs))
+    [job] = server.jobs
+    (tag,) = [row.tag for row in Ledger(ledger, read_only=True).jobs()]
+    # Not put in a path: the run says it by the job's tag, and asks no more of it.
+    assert run.summary.jobs[tag] == f"{tag}: not read: error"
+    assert job.polls == 0
+    assert main(["batch", "cancel", str(ledger), "--base-url", server.anthropic_base]) == 1
+    shown = ascii(job.id)  # 'msgbatch_...\u202e\x9b2J', escaped
     assert capsys.readouterr().out == (
-        f"cancel requested: {shown} (the next `allama batch run` collects what it ran)\n"
+        f"not cancelled: {tag}: the id {shown} is not an Anthropic batch id (letters, digits, "
+        "_ and -: msgbatch_...): it is not put in a request's path, where it could reach "
+        "another of the provider's resources with the key (the next `allama batch run` "
+        "collects it)\n"
     )
-    server.hold = False
-    _run(provider, model, _docs(2), ledger)
+    assert not job.cancel_requested
+    assert [row.cancel_requested for row in Ledger(ledger, read_only=True).jobs()] == [False]
 
 
 def rows_of(path: Path) -> list[dict[str, Any]]:

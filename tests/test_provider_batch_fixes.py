@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import http.server
 import json
+import re
 import socket
 import sqlite3
 import threading
@@ -423,8 +424,10 @@ def test_a_cancel_the_provider_refused_fails_the_command_and_is_not_recorded(
     refusing = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Refuses)
     threading.Thread(target=refusing.serve_forever, daemon=True).start()
     try:
-        _pointed_at(ledger, f"http://127.0.0.1:{refusing.server_address[1]}")
-        assert main(["batch", "cancel", str(ledger)]) == 1  # the job runs on: no success
+        there = f"http://127.0.0.1:{refusing.server_address[1]}"
+        _pointed_at(ledger, there)
+        # the job runs on: no success
+        assert main(["batch", "cancel", str(ledger), "--base-url", there]) == 1
     finally:
         refusing.shutdown()
         refusing.server_close()
@@ -447,7 +450,7 @@ def test_a_cancel_that_reached_no_provider_fails_the_command(
     port = closed.getsockname()[1]
     closed.close()
     _pointed_at(ledger, f"http://127.0.0.1:{port}")
-    assert main(["batch", "cancel", str(ledger)]) == 1
+    assert main(["batch", "cancel", str(ledger), "--base-url", f"http://127.0.0.1:{port}"]) == 1
     out = capsys.readouterr().out
     assert out.startswith("not cancelled: msgbatch_") and "could not connect" in out
 
@@ -468,9 +471,10 @@ def test_a_cancel_waits_for_a_silent_provider_as_long_as_status_does(
     threading.Thread(target=lambda: kept.append(silent.accept()), daemon=True).start()
     monkeypatch.setattr(command_module, "_POLL_SECONDS", 1.0)
     try:
-        _pointed_at(ledger, f"http://127.0.0.1:{silent.getsockname()[1]}")
+        there = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        _pointed_at(ledger, there)
         began = time.monotonic()
-        assert main(["batch", "cancel", str(ledger)]) == 1
+        assert main(["batch", "cancel", str(ledger), "--base-url", there]) == 1
         assert time.monotonic() - began < 20  # (the transport's own: ten minutes)
     finally:
         silent.close()
@@ -490,12 +494,14 @@ def test_a_job_whose_provider_has_no_key_does_not_keep_the_others_from_being_can
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     refused: list[str] = []
-    assert asyncio.run(cancel_jobs(str(ledger), refused=refused)) == [second.id]
+    # The fake's one host serves both: confirmed once.
+    asked = asyncio.run(cancel_jobs(str(ledger), refused=refused, base_url=server.url))
+    assert asked == [second.id]
     assert second.cancel_requested and not first.cancel_requested
     [line] = refused
     assert line.startswith(f"{first.id}: ") and "ANTHROPIC_API_KEY" in line
     with pytest.raises(JobsNotCancelledError) as caught:  # without `refused`: one error
-        asyncio.run(cancel_jobs(str(ledger)))
+        asyncio.run(cancel_jobs(str(ledger), base_url=server.url))
     assert caught.value.asked == [second.id]
 
 
@@ -984,3 +990,281 @@ def test_the_input_file_of_a_job_never_made_is_no_longer_recorded_once_deleted(
     unmade, _ = Ledger(ledger, read_only=True).jobs()
     assert (unmade.state, unmade.input_file) == ("not_submitted", None)
     assert uploaded.id in server.deleted
+
+
+# 3. `status` and `cancel` send the key from the environment only where the caller would:
+# a ledger is a file anyone may have written, and its job's base URL any host.
+
+
+def _refusal(origin: str, preset: str, own: str, variable: str) -> str:
+    return (
+        f"the ledger sends this job's calls to {origin}, not to {preset}'s own ({own}) nor one "
+        f"{variable} names: the key from the environment is not sent to a host a ledger names "
+        f"(anyone may have written it); if its runs were yours, confirm it with --base-url "
+        f"{origin} (base_url= from Python)"
+    )
+
+
+def _anthropic_refusal(server: ProviderBatchServer) -> str:
+    return _refusal(server.url, "anthropic", "https://api.anthropic.com", "ANTHROPIC_BASE_URL")
+
+
+def test_a_ledger_naming_another_host_gets_no_key_from_the_environment(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from allama.batch._jobs import EndpointNotConfirmedError, poll_job
+
+    # A ledger whose job names a host (here the fake's) that is not Anthropic's own.
+    ledger = _open_job_ledger(server, tmp_path)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-ENV-KEY")
+    monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
+    [job] = server.jobs
+    polls = job.polls
+    (row,) = Ledger(ledger, read_only=True).jobs()
+    with pytest.raises(EndpointNotConfirmedError) as caught:
+        asyncio.run(poll_job(row))
+    assert str(caught.value) == _anthropic_refusal(server)
+    refused: list[str] = []
+    assert asyncio.run(cancel_jobs(str(ledger), refused=refused)) == []
+    assert refused == [f"{row.tag}: {_anthropic_refusal(server)}"]
+    with pytest.raises(JobsNotCancelledError) as not_cancelled:
+        asyncio.run(cancel_jobs(str(ledger)))
+    assert isinstance(not_cancelled.value.errors[0], EndpointNotConfirmedError)
+    # Nothing sent, and no cancel recorded.
+    assert (job.polls, job.cancel_requested) == (polls, False)
+    assert _cancels_recorded(ledger) == [False]
+
+
+@pytest.mark.parametrize("how", ["base_url", "environment"])
+def test_a_ledger_naming_a_host_the_caller_confirms_is_asked(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    from allama.batch._jobs import poll_job
+
+    ledger = _open_job_ledger(server, tmp_path)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-ENV-KEY")
+    monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
+    # The host is confirmed, whatever the path: `--base-url` given, or the variable the
+    # preset reads its base URL from.
+    given: dict[str, str] = {}
+    if how == "base_url":
+        given["base_url"] = f"{server.url}/another/path"
+    else:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+    [job] = server.jobs
+    (row,) = Ledger(ledger, read_only=True).jobs()
+    state = asyncio.run(poll_job(row, **given))
+    assert (state.id, state.ended) == (job.id, False)
+    assert asyncio.run(cancel_jobs(str(ledger), **given)) == [job.id]
+    assert job.cancel_requested
+
+
+def test_a_ledger_naming_the_providers_own_endpoint_is_asked_unconfirmed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from allama.batch._jobs import job_provider
+
+    # A run against the default endpoint records it: the normal case.
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-ENV-KEY")
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    book = Ledger(tmp_path / "own.sqlite", settings={"provider": "openai"})
+    book.record_job(
+        "allama-own",
+        provider="openai",
+        base_url="https://API.openai.com:443/v1",
+        api="chat",
+        model="gpt-4o-mini",
+        items=[],
+    )
+    (row,) = book.jobs()
+    book.close()
+    jobs = job_provider(row)
+    assert jobs.provider.base_url == "https://API.openai.com:443/v1"
+
+
+@pytest.mark.parametrize(
+    ("recorded", "origin"),
+    [
+        # The ledger's user, password and query are not shown: they may be secrets.
+        ("https://user:pw@evil.example/v1?key=QUERY-SECRET", "https://evil.example"),
+        ("http://api.openai.com/v1", "http://api.openai.com"),  # not over HTTPS
+        ("https://api.openai.com:8443/v1", "https://api.openai.com:8443"),
+        ("https://api.openai.com.evil.example/v1", "https://api.openai.com.evil.example"),
+        ("http://[::1]:8080/v1", "http://[::1]:8080"),
+    ],
+)
+def test_a_refused_ledger_endpoint_is_named_by_its_origin_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, recorded: str, origin: str
+) -> None:
+    from allama.batch._jobs import EndpointNotConfirmedError, job_provider
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-ENV-KEY")
+    monkeypatch.setenv("OPENAI_BASE_URL", "https://gw.mine.example/v1")
+    book = Ledger(tmp_path / "theirs.sqlite", settings={"provider": "openai"})
+    book.record_job(
+        "allama-t", provider="openai", base_url=recorded, api="chat", model="m", items=[]
+    )
+    (row,) = book.jobs()
+    book.close()
+    with pytest.raises(EndpointNotConfirmedError) as caught:
+        job_provider(row)
+    said = str(caught.value)
+    assert said == _refusal(origin, "openai", "https://api.openai.com", "OPENAI_BASE_URL")
+    assert "sk-ENV-KEY" not in said and "pw" not in said and "QUERY" not in said
+    # Another host confirmed confirms none of these.
+    with pytest.raises(EndpointNotConfirmedError):
+        job_provider(row, base_url="https://gw.mine.example.org")
+    assert job_provider(row, base_url=f"{origin}/").provider.base_url is not None
+
+
+def test_a_confirmed_base_url_that_is_no_url_is_refused(tmp_path: Path) -> None:
+    from allama.batch._jobs import poll_job
+
+    book = Ledger(tmp_path / "l.sqlite", settings={"provider": "openai"})
+    book.record_job("allama-t", provider="openai", base_url=None, api="chat", model="m", items=[])
+    book.job_submitted("allama-t", "batch_1")
+    (row,) = book.jobs()
+    book.close()
+    with pytest.raises(ValueError, match=r"^base_url must start with http:// or https://"):
+        asyncio.run(cancel_jobs(str(tmp_path / "l.sqlite"), base_url="gw.example"))
+    with pytest.raises(ValueError, match=r"^base_url has a `#` in it"):
+        asyncio.run(poll_job(row, base_url="https://evil.example#@api.openai.com"))
+
+
+# 4. Ids of jobs and files read from a ledger or an answer go into no path but as the
+# provider's own: `..`, `/`, `?` and `#` would reach another of its resources, with the key.
+
+
+def _first_request(steps: Any) -> str:
+    http = next(steps)
+    return f"{http.method} {http.url}"
+
+
+_OPENAI = JobTarget(
+    base_url="https://api.openai.com/v1",
+    headers={"authorization": "Bearer sk-x"},
+    model="gpt-4o-mini",
+    endpoint="/chat/completions",
+)
+_GEMINI = JobTarget(
+    base_url="https://generativelanguage.googleapis.com/v1beta",
+    headers={"x-goog-api-key": "AIza-x"},
+    model="gemini-2.5-flash",
+    endpoint="",
+)
+_ANTHROPIC = JobTarget(
+    base_url="https://api.anthropic.com/v1",
+    headers={"x-api-key": "sk-ant-x"},
+    model="claude-sonnet-4-5",
+    endpoint="/messages",
+)
+_OPENAI_BATCH = "an OpenAI batch id (letters, digits, _ and -: batch_...)"
+_OPENAI_FILE = "an OpenAI file id (letters, digits, _ and -: file-...)"
+_GEMINI_BATCH = "a Gemini batch name (batches/ and letters, digits, _ and -)"
+_GEMINI_FILE = "a Gemini file name (files/ and letters, digits, _ and -)"
+_ANTHROPIC_BATCH = "an Anthropic batch id (letters, digits, _ and -: msgbatch_...)"
+
+
+@pytest.mark.parametrize(
+    ("dialect", "operation", "target", "given", "shown", "what"),
+    [
+        # `DELETE /v1/models/ft:...`: a fine-tuned model deleted.
+        ("openai", "discard", _OPENAI, {"file": "../models/ft:gpt-4o-mini:org::abc"},
+         "'../models/ft:gpt-4o-mini:org::abc'", _OPENAI_FILE),
+        ("openai", "cancel", _OPENAI, "../fine_tuning/jobs/ftjob-1",
+         "'../fine_tuning/jobs/ftjob-1'", _OPENAI_BATCH),
+        ("openai", "state", _OPENAI, "../../v1/files/file-1/content#",
+         "'../../v1/files/file-1/content#'", _OPENAI_BATCH),
+        ("openai", "state", _OPENAI, "batch_1?limit=1", "'batch_1?limit=1'", _OPENAI_BATCH),
+        ("openai", "state", _OPENAI, "batch_1\\x", "'batch_1\\\\x'", _OPENAI_BATCH),
+        ("openai", "state", _OPENAI, "", "''", _OPENAI_BATCH),
+        ("openai", "state", _OPENAI, "batch_" + "a" * 60 + "/..",
+         "'batch_" + "a" * 31 + "...'", _OPENAI_BATCH),
+        # A tuned model deleted, a cached content cancelled.
+        ("gemini", "discard", _GEMINI, {"file": "tunedModels/my-model"},
+         "'tunedModels/my-model'", _GEMINI_FILE),
+        ("gemini", "discard", _GEMINI, {"file": "files/a/../../tunedModels/m"},
+         "'files/a/../../tunedModels/m'", _GEMINI_FILE),
+        ("gemini", "cancel", _GEMINI, "cachedContents/x", "'cachedContents/x'", _GEMINI_BATCH),
+        ("gemini", "state", _GEMINI, "batches/a/b", "'batches/a/b'", _GEMINI_BATCH),
+        ("gemini", "state", _GEMINI, "batches/", "'batches/'", _GEMINI_BATCH),
+        ("anthropic", "cancel", _ANTHROPIC, "../../v1/files/file_1?",
+         "'../../v1/files/file_1?'", _ANTHROPIC_BATCH),
+        ("anthropic", "state", _ANTHROPIC, "msgbatch_1\u202e", "'msgbatch_1\\u202e'",
+         _ANTHROPIC_BATCH),
+    ],
+)  # fmt: skip
+def test_an_id_not_of_the_providers_form_goes_into_no_request(
+    dialect: str, operation: str, target: JobTarget, given: Any, shown: str, what: str
+) -> None:
+    from allama.adapters._jobs import UnsafeIdError, load_job_dialect
+
+    steps = getattr(load_job_dialect(dialect), operation)(target, given)
+    with pytest.raises(UnsafeIdError) as caught:
+        next(steps)
+    assert str(caught.value) == (
+        f"the id {shown} is not {what}: it is not put in a request's path, where it could "
+        "reach another of the provider's resources with the key"
+    )
+    assert caught.value.shown == shown
+
+
+@pytest.mark.parametrize(
+    ("dialect", "operation", "target", "given", "sent"),
+    [
+        ("openai", "state", _OPENAI, "batch_abc-1", "GET https://api.openai.com/v1/batches/batch_abc-1"),
+        ("openai", "discard", _OPENAI, {"file": "file-AbC_9"}, "DELETE https://api.openai.com/v1/files/file-AbC_9"),
+        ("gemini", "cancel", _GEMINI, "batches/abc-1_x",
+         "POST https://generativelanguage.googleapis.com/v1beta/batches/abc-1_x:cancel"),
+        ("gemini", "discard", _GEMINI, {"file": "files/batch-abc"},
+         "DELETE https://generativelanguage.googleapis.com/v1beta/files/batch-abc"),
+        ("anthropic", "cancel", _ANTHROPIC, "msgbatch_01AbC",
+         "POST https://api.anthropic.com/v1/messages/batches/msgbatch_01AbC/cancel"),
+    ],
+)  # fmt: skip
+def test_an_id_of_the_providers_form_is_sent_as_it_is(
+    dialect: str, operation: str, target: JobTarget, given: Any, sent: str
+) -> None:
+    from allama.adapters._jobs import load_job_dialect
+
+    assert _first_request(getattr(load_job_dialect(dialect), operation)(target, given)) == sent
+
+
+@pytest.mark.parametrize(
+    ("dialect", "state", "what"),
+    [
+        ("openai", JobState("batch_1", "completed", True, "completed", results=("../models/m",)),
+         _OPENAI_FILE),
+        ("gemini", JobState("batches/1", "BATCH_STATE_SUCCEEDED", True, "completed",
+                            results={"responsesFile": "tunedModels/m"}), _GEMINI_FILE),
+        ("anthropic", JobState("../files/f", "ended", True, "completed"), _ANTHROPIC_BATCH),
+    ],
+)  # fmt: skip
+def test_the_results_an_answer_names_by_an_id_not_of_the_providers_form_are_not_read(
+    dialect: str, state: JobState, what: str
+) -> None:
+    from allama.adapters._jobs import UnsafeIdError, load_job_dialect
+
+    target = {"openai": _OPENAI, "gemini": _GEMINI, "anthropic": _ANTHROPIC}[dialect]
+    with pytest.raises(UnsafeIdError, match=f"is not {re.escape(what)}"):
+        next(load_job_dialect(dialect).results(target, state, ["k"]))
+
+
+def test_a_cancel_of_a_ledgers_job_id_not_of_the_providers_form_names_its_tag(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ledger = _open_job_ledger(server, tmp_path)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-ENV-KEY")
+    [job] = server.jobs
+    with contextlib.closing(sqlite3.connect(ledger)) as db:
+        db.execute("UPDATE jobs SET job_id = ?", ("../../v1/files/file_1?",))
+        db.commit()
+    (row,) = Ledger(ledger, read_only=True).jobs()
+    refused: list[str] = []
+    assert asyncio.run(cancel_jobs(str(ledger), refused=refused, base_url=server.url)) == []
+    assert refused == [
+        f"{row.tag}: the id '../../v1/files/file_1?' is not {_ANTHROPIC_BATCH}: it is not put "
+        "in a request's path, where it could reach another of the provider's resources with "
+        "the key"
+    ]
+    assert not job.cancel_requested and _cancels_recorded(ledger) == [False]

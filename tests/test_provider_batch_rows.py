@@ -332,7 +332,11 @@ def test_gemini_lines_without_keys_beside_one_that_cannot_be_read_answer_no_requ
     # Not read by place: neither the unreadable line nor those without a key answer one.
     answer = {"candidates": [{"content": {"parts": [{"text": "{}"}]}}]}
     state = JobState(
-        "batches/1", "BATCH_STATE_SUCCEEDED", True, "completed", results={"responsesFile": "f"}
+        "batches/1",
+        "BATCH_STATE_SUCCEEDED",
+        True,
+        "completed",
+        results={"responsesFile": "files/f"},
     )
     data = b"\n".join([json.dumps(answer).encode(), b"{cut short", json.dumps(answer).encode()])
     rows = _drive(GEMINI.results(TARGET, state, ["a", "b", "c"], in_order=True), [data])

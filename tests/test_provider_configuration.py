@@ -258,6 +258,43 @@ def test_an_environment_base_url_that_is_no_url_is_refused_naming_the_variable(
     )
 
 
+_FRAGMENT = (
+    "has a `#` in it, which begins a fragment no request sends: the calls would go to the "
+    "URL before it; pass the URL alone, such as https://api.example.com/v1"
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "argument", "value"),
+    [
+        # `/chat/completions` went after the fragment: the POST went to /v1, with the key.
+        ("openai-compatible", "base_url", "https://gw.example/v1#frag"),
+        # Reads as OpenAI's host; the key went to evil.example.
+        ("openai", "base_url", "https://evil.example#@api.openai.com/v1"),
+        ("openai", "base_url", "https://gw.example/v1#"),
+        ("azure-openai", "endpoint", "https://res.openai.azure.com/#x"),
+    ],
+)
+def test_a_url_with_a_fragment_is_refused_naming_the_argument(
+    name: str, argument: str, value: str
+) -> None:
+    sent: list[httpx2.Request] = []
+    transport = Transport(client=httpx2.Client(transport=httpx2.MockTransport(sent.append)))
+    with pytest.raises(ValueError) as caught:
+        allama.provider(name, api_key=SECRET, transport=transport, **{argument: value})
+    assert str(caught.value) == f"{argument} {_FRAGMENT}"
+    assert sent == []
+
+
+def test_an_environment_base_url_with_a_fragment_is_refused_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", "https://evil.example#@api.openai.com/v1")
+    with pytest.raises(ValueError) as caught:
+        allama.provider("openai", api_key=SECRET)
+    assert str(caught.value) == f"the OPENAI_BASE_URL environment variable {_FRAGMENT}"
+
+
 @pytest.mark.parametrize(
     ("name", "argument", "value"),
     [

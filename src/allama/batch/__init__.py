@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING
 from allama._lazy import lazy_names
 
 if TYPE_CHECKING:
-    from allama.batch._jobs import JobsNotCancelledError, cancel_jobs
+    from allama.batch._jobs import EndpointNotConfirmedError, JobsNotCancelledError, cancel_jobs
     from allama.batch._ledger import Ledger, LedgerError, LedgerRow
     from allama.batch._run import (
         AsyncBatchRun,
@@ -24,6 +24,7 @@ __all__ = [
     "BatchResult",
     "BatchRun",
     "BatchSummary",
+    "EndpointNotConfirmedError",
     "JobsNotCancelledError",
     "Ledger",
     "LedgerError",
@@ -37,7 +38,7 @@ __all__ = [
 _getattr, __dir__ = lazy_names(
     __name__,
     {
-        "allama.batch._jobs": ("JobsNotCancelledError", "cancel_jobs"),
+        "allama.batch._jobs": ("EndpointNotConfirmedError", "JobsNotCancelledError", "cancel_jobs"),
         "allama.batch._ledger": ("Ledger", "LedgerError", "LedgerRow"),
         "allama.batch._run": (
             "AsyncBatchRun",

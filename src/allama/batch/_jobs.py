@@ -42,6 +42,7 @@ from allama.adapters._jobs import (
     Row,
     RowKind,
     Steps,
+    UnsafeIdError,
     unrun_kind,
 )
 from allama.batch._ledger import JobPhase, JobRow, Ledger, Status, since_boot
@@ -94,6 +95,7 @@ from allama.extract._engine import Extracted, extract_steps
 from allama.extract._metadata import ExtractionMetadata
 from allama.extract._mode import ExtractionMode
 from allama.providers._jobs import JobFile, ProviderJobs, RowUnanswered, provider_jobs
+from allama.providers._options import check_url
 from allama.types import ALLAMA_NAMESPACE, ChatResponse, Usage
 from allama.wrappers._record import PAID_BEFORE
 
@@ -102,7 +104,14 @@ if TYPE_CHECKING:
 
     from allama.types import ChatRequest, Warning
 
-__all__ = ["JobRunner", "JobsNotCancelledError", "cancel_jobs", "open_jobs", "poll_job"]
+__all__ = [
+    "EndpointNotConfirmedError",
+    "JobRunner",
+    "JobsNotCancelledError",
+    "cancel_jobs",
+    "open_jobs",
+    "poll_job",
+]
 
 _CLAIMS_AT_ONCE = 1000
 """Inputs claimed together (their claims share the ledger's commits)."""
@@ -765,9 +774,9 @@ class JobRunner(_Runner):
             pass  # gone already
         except Error as error:
             said = (
-                f"the input file {uploaded['file']} of job {tag}, which was not made, could "
-                f"not be deleted ({_failure(error).message}): it holds the requests' text; "
-                "delete it at the provider"
+                f"the input file {_file_shown(uploaded['file'], error)} of job {tag}, which "
+                f"was not made, could not be deleted ({_failure(error).message}): it holds "
+                "the requests' text; delete it at the provider"
             )
             warnings.warn(said, RuntimeWarning, stacklevel=2)
             return f"; {said}"
@@ -1194,13 +1203,16 @@ class JobRunner(_Runner):
             job.due = time.monotonic() + self._pause(error, job.errors)
             return
         failure = _failure(error)
-        self.summary.jobs[job.tag] = f"{job.job_id}: not read: {failure.kind}"
+        # An id not of the provider's form (a ledger's) is said by the job's tag: its error
+        # shows it escaped.
+        named = job.tag if isinstance(error, UnsafeIdError) else job.job_id
+        self.summary.jobs[job.tag] = f"{named}: not read: {failure.kind}"
         if self.stopping is None:
             self.summary.refused = failure.kind
             self.stop(
                 too_long
                 or _stops(error, job.errors)
-                or f"job {job.job_id} could not be read: {failure.message}"
+                or f"job {named} could not be read: {failure.message}"
             )
         if too_long is not None:  # not read again at the stop, as others are
             self._leave_job(job)
@@ -1266,9 +1278,9 @@ class JobRunner(_Runner):
                 pass  # gone already
             except Error as error:
                 words = (
-                    f"the {file.what} {file.name} of job {job.job_id}, whose results are "
-                    f"kept, could not be deleted ({_failure(error).message}): it holds "
-                    f"{file.holds}; delete it at the provider"
+                    f"the {file.what} {_file_shown(file.name, error)} of job {job.job_id}, "
+                    f"whose results are kept, could not be deleted ({_failure(error).message}): "
+                    f"it holds {file.holds}; delete it at the provider"
                 )
                 warnings.warn(words, RuntimeWarning, stacklevel=2)
                 said += f"; {words}"
@@ -1723,6 +1735,12 @@ async def _no_call(request: ChatRequest) -> Any:
     raise AssertionError("a provider-batch run makes no extraction calls of its own")
 
 
+def _file_shown(name: str, error: Error) -> str:
+    """A file's id as a warning of its deletion shows it: escaped and shortened where it
+    was refused for not being of the provider's form (it may be anyone's text)."""
+    return error.shown if isinstance(error, UnsafeIdError) else name
+
+
 def _job_line(job_id: str, state: JobState) -> str:
     counts = ", ".join(f"{k} {v}" for k, v in state.counts.items())
     shown = f"{job_id}: {state.status}" + (f" ({counts})" if counts else "")
@@ -1750,14 +1768,85 @@ def _known_ids(book: Ledger) -> frozenset[str]:
     return frozenset(row.job_id for row in book.jobs() if row.job_id is not None)
 
 
-def job_provider(row: JobRow, provider: Any = None) -> ProviderJobs:
+class EndpointNotConfirmedError(Error):
+    """A ledger's job whose record names an endpoint the key from the environment would
+    not go to otherwise: neither its preset's own nor one the preset's environment variable
+    names, nor one the caller confirmed (`base_url=`, `--base-url`). A ledger is a file
+    anyone may have written (a colleague's, a repository's): its job is not asked about, the
+    key not sent to a host it names."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, origin=MessageOrigin.AUTHORED)
+
+
+def _shown_origin(found: tuple[str, bytes, int | None]) -> str:
+    """An origin as a URL, with no user, password, path or query (they may be secrets)."""
+    scheme, host, port = found
+    name = host.decode("ascii", "replace")
+    if ":" in name:  # IPv6
+        name = f"[{name}]"
+    return f"{scheme}://{name}" + (f":{port}" if port is not None else "")
+
+
+def _endpoint_refused(row: JobRow, confirmed: str | None) -> EndpointNotConfirmedError | None:
+    """Why job `row`'s recorded base URL is not asked with the key from the environment
+    (`None` when it may be): its origin is not its preset's own (`https://api.openai.com`),
+    nor that of the URL its preset's environment variable names (`OPENAI_BASE_URL`), nor
+    that of `confirmed`, the base URL the caller gives now."""
+    from allama.adapters._http import origin
+    from allama.providers._hosts import host_url
+    from allama.providers._http import _env
+    from allama.providers._registry import preset_named
+
+    preset = preset_named(row.provider)
+    there = origin(row.base_url)
+    allowed: list[str] = []
+    if preset.base_url is not None:
+        allowed.append(preset.base_url)
+    from_env = _env(preset.base_url_env)
+    if from_env is not None and preset.host_env_port is not None:
+        from_env = host_url(from_env, preset.host_env_port)
+    for url in (from_env, confirmed):
+        if url is not None:
+            allowed.append(url)
+    if there is not None and any(origin(url) == there for url in allowed):
+        return None
+    named: list[str] = []
+    own = origin(preset.base_url) if preset.base_url is not None else None
+    if own is not None:
+        named.append(f"{preset.name}'s own ({_shown_origin(own)})")
+    if preset.base_url_env:
+        named.append(f"one {preset.base_url_env} names")
+    said = " nor ".join(named)
+    if there is None:
+        return EndpointNotConfirmedError(
+            "the ledger records a base URL for this job that does not read as a URL: it is "
+            "not asked with the key from the environment"
+        )
+    shown = _shown_origin(there)
+    return EndpointNotConfirmedError(
+        f"the ledger sends this job's calls to {shown}, not to {said or 'a known endpoint'}: "
+        "the key from the environment is not sent to a host a ledger names (anyone may "
+        f"have written it); if its runs were yours, confirm it with --base-url {shown} "
+        "(base_url= from Python)"
+    )
+
+
+def job_provider(row: JobRow, provider: Any = None, *, base_url: str | None = None) -> ProviderJobs:
     """The jobs API a ledger's job was submitted to: `provider` when given, else one built
-    from the job's record (its preset, base URL and API; the key from the environment)."""
+    from the job's record (its preset, base URL and API; the key from the environment).
+    Built so, the key goes only where the caller would send it: the record's base URL is
+    taken where its origin is its preset's own, or that of its environment variable's
+    URL, or of `base_url`, an endpoint the caller confirms now; else
+    `EndpointNotConfirmedError`."""
     if provider is None:
         from allama.providers import provider as make
 
         options: dict[str, Any] = {}
         if row.base_url:
+            refused = _endpoint_refused(row, base_url)
+            if refused is not None:
+                raise refused
             options["base_url"] = row.base_url
         if row.api:
             options["api"] = row.api
@@ -1778,10 +1867,12 @@ def _is_open(row: JobRow) -> bool:
     )
 
 
-async def poll_job(row: JobRow, provider: Any = None) -> JobState:
-    """A ledger's job as the provider reports it now (nothing written)."""
+async def poll_job(row: JobRow, provider: Any = None, *, base_url: str | None = None) -> JobState:
+    """A ledger's job as the provider reports it now (nothing written). `base_url`: an
+    endpoint the caller confirms, as for `cancel_jobs`."""
     assert row.job_id is not None
-    jobs = job_provider(row, provider)
+    check_url("base_url", base_url)
+    jobs = job_provider(row, provider, base_url=base_url)
     steps = jobs.dialect.state(jobs.target(row.model), row.job_id)
     state: JobState = await jobs.run(steps, row.model, sync=True)
     return state
@@ -1794,6 +1885,7 @@ async def cancel_jobs(
     refused: list[str] | None = None,
     unmade: list[str] | None = None,
     timeout: float | None = None,
+    base_url: str | None = None,
 ) -> list[str]:
     """Ask the provider to cancel every job of `ledger` that has not ended, and record it,
     so that a run fails their cancelled rows instead of sending them again (the record
@@ -1808,7 +1900,12 @@ async def cancel_jobs(
     the same, is made by no run, and a run that finds it made cancels it; its inputs fail
     as cancelled; `unmade` gets its tag. A cancel the provider surely did not make (it
     refused, or answered that the job ended) is taken back from the ledger. `timeout`: the
-    longest each job's look and cancel take (`None`: the transport's own timeouts)."""
+    longest each job's look and cancel take (`None`: the transport's own timeouts).
+    Without `provider`, each job's is made from its record with the key from the
+    environment, which goes only to its preset's own endpoint, one its environment variable
+    names (`OPENAI_BASE_URL`), or `base_url`'s host, an endpoint the caller confirms: a job
+    whose record names another (a ledger someone else wrote) is not asked, and said so."""
+    check_url("base_url", base_url)
     book = Ledger(ledger)
     asked: list[str] = []
     lines: list[str] = []
@@ -1820,8 +1917,12 @@ async def cancel_jobs(
                 continue
             job_id = row.job_id
             try:
-                jobs = job_provider(row, provider)
+                jobs = job_provider(row, provider, base_url=base_url)
                 target = jobs.target(row.model)
+            except EndpointNotConfirmedError as error:  # said by its tag, as the ledger's
+                lines.append(f"{row.tag}: {error.message}")
+                errors.append(error)
+                continue
             except Error as error:  # no key for this job's provider, say: the others go on
                 lines.append(f"{job_id or row.tag}: {_failure(error).message}")
                 errors.append(error)
@@ -1875,7 +1976,10 @@ async def cancel_jobs(
                         f"its job could not be looked for ({said}); its cancel is recorded: "
                         "no run makes it, and one that finds it made cancels it"
                     )
-                lines.append(f"{job_id or row.tag}: {said}")
+                # An id not of the provider's form is said by the job's tag (its own words
+                # show it escaped), not as the ledger holds it.
+                named = row.tag if isinstance(error, UnsafeIdError) else job_id or row.tag
+                lines.append(f"{named}: {said}")
                 errors.append(error)
                 continue
             asked.append(job_id)

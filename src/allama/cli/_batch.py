@@ -94,6 +94,13 @@ def _other_apis() -> str:
     return "; ".join(f"`{api}` on {', '.join(names)}" for api, names in speakers.items())
 
 
+_CONFIRM_HELP = (
+    "the endpoint (a gateway, a proxy) the ledger's jobs were sent to, confirmed: the key "
+    "from the environment goes only to the provider's own, one its *_BASE_URL variable "
+    "names, or this URL's host; a job whose ledger names another is not asked"
+)
+
+
 def add_batch_parser(commands: Any) -> None:
     """The `batch` command and its `run`, `status` and `export` subcommands."""
     batch = commands.add_parser(
@@ -261,6 +268,7 @@ def add_batch_parser(commands: Any) -> None:
         help="show the provider batch jobs as the ledger last saw them, without asking the "
         "provider (which needs its key)",
     )
+    status.add_argument("--base-url", metavar="URL", help=_CONFIRM_HELP)
 
     cancel = actions.add_parser(
         "cancel",
@@ -271,6 +279,7 @@ def add_batch_parser(commands: Any) -> None:
         "again.",
     )
     cancel.add_argument("ledger", metavar="LEDGER")
+    cancel.add_argument("--base-url", metavar="URL", help=_CONFIRM_HELP)
 
     export = actions.add_parser(
         "export",
@@ -2064,13 +2073,26 @@ def _open_ledger(path: str) -> Any:
         raise _Failed(str(error)) from None
 
 
+def _confirmed_url(args: argparse.Namespace) -> str | None:
+    """The `--base-url` of `status` or `cancel`, refused as a usage error unless a URL."""
+    from allama.providers._options import check_url
+
+    try:
+        check_url("--base-url", args.base_url)
+    except (ValueError, TypeError) as error:
+        raise _Usage(str(error)) from None
+    base_url: str | None = args.base_url
+    return base_url
+
+
 def _status(args: argparse.Namespace) -> int:
+    base_url = _confirmed_url(args)
     ledger = _open_ledger(args.ledger)
     try:
         with _reading(args.ledger), ledger.snapshot():
             report = ledger_status(ledger)
         if not args.no_poll:
-            _poll_jobs(ledger, report)
+            _poll_jobs(ledger, report, base_url)
     finally:
         ledger.close()
     if args.json:
@@ -2087,18 +2109,21 @@ cancel one (a provider that takes connections and never answers would hold eithe
 transport's ten minutes a job)."""
 
 
-def _poll_jobs(ledger: Any, report: dict[str, Any]) -> None:
+def _poll_jobs(ledger: Any, report: dict[str, Any], base_url: str | None = None) -> None:
     """Ask the provider how each job that has not ended stands now (nothing is written):
-    all at once, each for `_POLL_SECONDS` at most."""
+    all at once, each for `_POLL_SECONDS` at most. `base_url`: `--base-url`, an endpoint
+    the caller confirms the ledger's jobs were sent to."""
     import asyncio
 
-    from allama.batch._jobs import open_jobs, poll_job
+    from allama.batch._jobs import EndpointNotConfirmedError, open_jobs, poll_job
 
     async def ask(row: Any) -> Any:
         try:
-            return await asyncio.wait_for(poll_job(row), _POLL_SECONDS)
+            return await asyncio.wait_for(poll_job(row, base_url=base_url), _POLL_SECONDS)
         except TimeoutError:
             return f"no answer in {_POLL_SECONDS:.0f} s; --no-poll shows the last state seen"
+        except EndpointNotConfirmedError as error:  # whole: it says how to confirm it
+            return error.message
         except Exception as error:  # a missing key, the network: said, not raised
             return _said(error)
 
@@ -2126,12 +2151,15 @@ def _cancel(args: argparse.Namespace) -> int:
     from allama.batch._jobs import JobsNotCancelledError, cancel_jobs
     from allama.errors import InvalidRequestError
 
+    base_url = _confirmed_url(args)
     _open_ledger(args.ledger).close()  # a ledger, or the usage error that says it is not
     refused: list[str] = []
     unmade: list[str] = []
     failed = False  # a job not cancelled for a failure, not for having ended
     try:
-        asked = asyncio.run(cancel_jobs(args.ledger, unmade=unmade, timeout=_POLL_SECONDS))
+        asked = asyncio.run(
+            cancel_jobs(args.ledger, unmade=unmade, timeout=_POLL_SECONDS, base_url=base_url)
+        )
     except JobsNotCancelledError as error:
         asked, refused = error.asked, error.refused
         # The provider refusing (the job ended meanwhile) is an answer; anything else (the

@@ -81,13 +81,21 @@ def check_key(value: Any, *, name: str = "api_key") -> None:
 
 
 def check_url(name: str, value: Any) -> None:
-    """An absolute http(s) URL with a host."""
+    """An absolute http(s) URL with a host, and no fragment."""
     if value is None:
         return
     if not isinstance(value, str):
         raise TypeError(f"{name} must be a string, an http:// or https:// URL, got {_kind(value)}")
     if value != value.strip():
         raise _around(name)
+    if "#" in value:
+        # A fragment is never sent: the calls would go to the URL before it, the key with
+        # them (`https://evil.example#@api.openai.com/v1` reads as OpenAI's, and is not).
+        raise ValueError(
+            f"{name} has a `#` in it, which begins a fragment no request sends: the calls "
+            "would go to the URL before it; pass the URL alone, such as "
+            "https://api.example.com/v1"
+        )
     try:
         url = httpx2.URL(value)
     except httpx2.InvalidURL:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 from collections.abc import Collection, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -41,6 +42,8 @@ __all__ = [
     "RowKind",
     "Steps",
     "UNICODE_LINE_ENDS",
+    "UnsafeIdError",
+    "checked_id",
     "clock_ahead",
     "headers_for",
     "job_line",
@@ -241,6 +244,39 @@ class JobAmbiguity(Error):
     def __init__(self, message: str, **kwargs: Any) -> None:
         kwargs.setdefault("origin", MessageOrigin.AUTHORED)
         super().__init__(message, **kwargs)
+
+
+class UnsafeIdError(Error):
+    """An id of a job or a file, read from a ledger or a provider's answer, that is not of
+    the provider's form, refused before it goes into a request's path: a `/`, a `..`, a
+    `?` or a `#` would send the request, with the key, to another of the provider's
+    resources (delete a fine-tuned model, cancel another job). An allama error, so that
+    the caller of a job's operation catching `allama.Error` catches it; `shown` is the id as
+    its words show it (escaped and shortened: it may be anyone's text)."""
+
+    def __init__(self, message: str, *, shown: str) -> None:
+        super().__init__(message, origin=MessageOrigin.AUTHORED)
+        self.shown = shown
+
+
+_ID_SHOWN = 40
+"""The most of a refused id its error shows."""
+
+
+def checked_id(value: object, form: re.Pattern[str], what: str) -> str:
+    """`value`, an id to put in a request's path, if it is whole of `form` (the
+    provider's: one path segment, or Gemini's `batches/<id>`); else `UnsafeIdError`.
+    `what` says the form (`an OpenAI batch id (batch_...)`)."""
+    if isinstance(value, str) and form.fullmatch(value):
+        return value
+    text = value if isinstance(value, str) else str(value)
+    cut = text if len(text) <= _ID_SHOWN else f"{text[: _ID_SHOWN - 3]}..."
+    shown = ascii(cut)  # quoted, every character past printable ASCII as an escape
+    raise UnsafeIdError(
+        f"the id {shown} is not {what}: it is not put in a request's path, where it could "
+        "reach another of the provider's resources with the key",
+        shown=shown,
+    )
 
 
 def unrun_kind(outcome: str | None) -> str:

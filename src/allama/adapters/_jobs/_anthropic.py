@@ -9,6 +9,7 @@ could be it cannot be told apart yet, and are said so."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Collection, Generator, Mapping, Sequence
 from typing import Any
 
@@ -23,6 +24,7 @@ from allama.adapters._jobs import (
     Row,
     RowKind,
     Steps,
+    checked_id,
     clock_ahead,
     get,
     json_lines,
@@ -63,6 +65,18 @@ _ERROR_STATUS = {
 }
 
 
+_ID = re.compile(r"[A-Za-z0-9_-]+")
+"""A batch's id (`msgbatch_...`): one segment of a request's path."""
+
+
+def _job_id(value: object) -> str:
+    return checked_id(value, _ID, "an Anthropic batch id (letters, digits, _ and -: msgbatch_...)")
+
+
+def _batch_url(target: JobTarget, job_id: object) -> str:
+    return f"{target.base_url}/messages/batches/{_job_id(job_id)}"
+
+
 class AnthropicJobs:
     name = "Anthropic's Message Batches API"
     max_requests = 100_000
@@ -89,7 +103,7 @@ class AnthropicJobs:
         return str(created["id"])
 
     def state(self, target: JobTarget, job_id: str) -> Steps:
-        job = json_of((yield get(target, f"{target.base_url}/messages/batches/{job_id}")))
+        job = json_of((yield get(target, _batch_url(target, job_id))))
         return _state(job)
 
     def find(
@@ -150,7 +164,7 @@ class AnthropicJobs:
     def results(
         self, target: JobTarget, state: JobState, keys: Sequence[str], in_order: bool = False
     ) -> Steps:
-        url = state.results or f"{target.base_url}/messages/batches/{state.id}/results"
+        url = state.results or f"{_batch_url(target, state.id)}/results"
         response = yield get(target, url)
         rows: dict[str, Row] = {}
         lines = json_lines(response.content)
@@ -166,7 +180,7 @@ class AnthropicJobs:
         }
 
     def cancel(self, target: JobTarget, job_id: str) -> Steps:
-        yield post(target, f"{target.base_url}/messages/batches/{job_id}/cancel", {})
+        yield post(target, f"{_batch_url(target, job_id)}/cancel", {})
 
     def discard(self, target: JobTarget, uploaded: Mapping[str, str]) -> Steps:
         # The requests go inline: no file was uploaded, none is left.
@@ -183,7 +197,7 @@ def _holding(
     kept = []
     for state in candidates:
         if state.ended:
-            url = state.results or f"{target.base_url}/messages/batches/{state.id}/results"
+            url = state.results or f"{_batch_url(target, state.id)}/results"
             lines = json_lines((yield get(target, url)).content)
             if not any(line is not None and line.get("custom_id") in keys for line in lines):
                 continue

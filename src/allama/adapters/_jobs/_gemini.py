@@ -8,6 +8,7 @@ never from the job's state."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -22,6 +23,7 @@ from allama.adapters._jobs import (
     Row,
     RowKind,
     Steps,
+    checked_id,
     delete,
     get,
     headers_for,
@@ -51,6 +53,20 @@ _ENDED = {
     "JOB_STATE_CANCELLED": "cancelled",
     "JOB_STATE_FAILED": "failed",
 }
+
+
+_JOB = re.compile(r"batches/[A-Za-z0-9_-]+")
+_FILE = re.compile(r"files/[A-Za-z0-9_-]+")
+"""A job's and a file's name: the collection, one slash, the id (as a request's path
+takes it, after the base URL)."""
+
+
+def _job_name(value: object) -> str:
+    return checked_id(value, _JOB, "a Gemini batch name (batches/ and letters, digits, _ and -)")
+
+
+def _file_name(value: object) -> str:
+    return checked_id(value, _FILE, "a Gemini file name (files/ and letters, digits, _ and -)")
 
 
 def _root(base_url: str) -> tuple[str, str]:
@@ -144,7 +160,7 @@ class GeminiJobs:
         return str(json_of(finished)["file"]["name"])
 
     def state(self, target: JobTarget, job_id: str) -> Steps:
-        job = json_of((yield get(target, f"{target.base_url}/{job_id}")))
+        job = json_of((yield get(target, f"{target.base_url}/{_job_name(job_id)}")))
         return _state(job)
 
     def find(
@@ -208,7 +224,7 @@ class GeminiJobs:
             entries = [entry if isinstance(entry, dict) else None for entry in listed]
         elif isinstance(output.get("responsesFile"), str):
             root, version = _root(target.base_url)
-            url = f"{root}/download{version}/{output['responsesFile']}:download"
+            url = f"{root}/download{version}/{_file_name(output['responsesFile'])}:download"
             response = yield get(target, url, {"alt": "media"})
             entries = json_lines(response.content)
         rows: dict[str, Row] = {}
@@ -249,13 +265,13 @@ class GeminiJobs:
         }
 
     def cancel(self, target: JobTarget, job_id: str) -> Steps:
-        yield post(target, f"{target.base_url}/{job_id}:cancel", {})
+        yield post(target, f"{target.base_url}/{_job_name(job_id)}:cancel", {})
 
     def discard(self, target: JobTarget, uploaded: Mapping[str, str]) -> Steps:
         # Only a job too large to send inline uploads a file (`files/...`).
         name = uploaded.get("file")
         if name is not None:
-            yield delete(target, f"{target.base_url}/{name}")
+            yield delete(target, f"{target.base_url}/{_file_name(name)}")
         return name
 
 

@@ -9,6 +9,7 @@ raised. Expired and cancelled rows come back with `error.code` `batch_expired` /
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
@@ -23,6 +24,7 @@ from allama.adapters._jobs import (
     Row,
     RowKind,
     Steps,
+    checked_id,
     clock_ahead,
     delete,
     get,
@@ -48,6 +50,18 @@ _ENDED = {
     "failed": "failed",
 }
 _ROW_CODES = {"batch_expired": RowKind.EXPIRED, "batch_cancelled": RowKind.CANCELED}
+
+
+_ID = re.compile(r"[A-Za-z0-9_-]+")
+"""A job's or a file's id (`batch_...`, `file-...`): one segment of a request's path."""
+
+
+def _job_id(value: object) -> str:
+    return checked_id(value, _ID, "an OpenAI batch id (letters, digits, _ and -: batch_...)")
+
+
+def _file_id(value: object) -> str:
+    return checked_id(value, _ID, "an OpenAI file id (letters, digits, _ and -: file-...)")
 
 
 def _api_path(endpoint: str) -> str:
@@ -125,7 +139,7 @@ class OpenAIJobs:
         return str(uploaded["id"])
 
     def state(self, target: JobTarget, job_id: str) -> Steps:
-        job = json_of((yield get(target, f"{target.base_url}/batches/{job_id}")))
+        job = json_of((yield get(target, f"{target.base_url}/batches/{_job_id(job_id)}")))
         return _state(job)
 
     def find(
@@ -200,7 +214,7 @@ class OpenAIJobs:
             )
         gone: list[str] = []
         for file_id in files:
-            url = f"{target.base_url}/files/{file_id}/content"
+            url = f"{target.base_url}/files/{_file_id(file_id)}/content"
             response = yield get_may_be_gone(target, url)
             if response.status == 404:
                 gone.append(file_id)
@@ -256,12 +270,12 @@ class OpenAIJobs:
         }
 
     def cancel(self, target: JobTarget, job_id: str) -> Steps:
-        yield post(target, f"{target.base_url}/batches/{job_id}/cancel", {})
+        yield post(target, f"{target.base_url}/batches/{_job_id(job_id)}/cancel", {})
 
     def discard(self, target: JobTarget, uploaded: Mapping[str, str]) -> Steps:
         file_id = uploaded.get("file")
         if file_id is not None:
-            yield delete(target, f"{target.base_url}/files/{file_id}")
+            yield delete(target, f"{target.base_url}/files/{_file_id(file_id)}")
         return file_id
 
 
