@@ -1676,6 +1676,17 @@ def test_a_policy_of_numpy_or_fraction_seconds_waits_in_sync_calls_as_in_async(
     assert response.text() == "ok"
 
 
+def test_a_policy_takes_decimal_seconds_and_a_whole_number_too_large_for_a_float() -> None:
+    # `Decimal` was refused as no number, and `10**400` raised Python's OverflowError.
+    from decimal import Decimal
+
+    policy = RetryPolicy(initial_backoff=Decimal("0.5"), budget=10**400)
+    assert (policy.initial_backoff, policy.budget) == (0.5, float("inf"))
+    for bad in (Decimal("NaN"), Decimal("sNaN")):
+        with pytest.raises(ValueError, match="initial_backoff must be a number"):
+            RetryPolicy(initial_backoff=bad)
+
+
 def _gave_up(provider: RetryingProvider, flavour: str, error: type[Error] = Error) -> Any:
     """The `allama.retry` record of the error `provider` raised, called sync or async."""
     with pytest.raises(error) as caught:

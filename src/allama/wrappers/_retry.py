@@ -16,7 +16,8 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from decimal import Decimal
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from pydantic import JsonValue
 
@@ -87,6 +88,14 @@ _CLOSE_NOTICED_WITHIN = 0.05
 batch's stop, which wakes it at once; a close is looked at between slices of it)."""
 
 
+def _seconds(value: numbers.Real | Decimal) -> float:
+    """`value` as a float; a whole number too large for one (`10**400`) is infinite."""
+    try:
+        return float(value)
+    except OverflowError:
+        return float("inf") if cast("float", value) > 0 else float("-inf")
+
+
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
     """When to retry and how long to wait: a pure decision, with no clock and no sleeping.
@@ -132,11 +141,15 @@ class RetryPolicy:
             if value is None and name == "budget":
                 continue
             # NaN passes every comparison below.
-            if isinstance(value, bool) or not isinstance(value, numbers.Real) or value != value:
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, numbers.Real | Decimal)
+                or (value.is_nan() if isinstance(value, Decimal) else value != value)
+            ):
                 raise ValueError(f"{name} must be a number, not {value!r}")
             # Kept as given, numpy's float32 or a Fraction reached a sync wait
             # (`threading.Event.wait`), which refuses them: a retry became a TypeError.
-            object.__setattr__(self, name, float(value))
+            object.__setattr__(self, name, _seconds(value))
         object.__setattr__(self, "max_attempts", int(attempts))
         if self.initial_backoff < 0 or self.max_backoff < 0:
             raise ValueError("backoff times cannot be negative")
