@@ -91,6 +91,7 @@ from allama.adapters.openai_responses._errors import (
     error_from_failed,
     error_from_payload,
     error_from_response,
+    named_by,
 )
 from allama.errors import Error, InvalidRequestError, with_reported_usage
 from allama.types import (
@@ -305,20 +306,12 @@ def unfinished_error(
         return None
     response_id = _string(response.get("id"))
     named = f" `{response_id}`" if response_id else ""
-    error = (
-        InvalidRequestError(
-            f"the response{named} is not finished yet (status `{status}`): a background "
-            "response (`background: true`) is answered before its output, which allama "
-            "does not wait for; fetch it by its id once it is done"
-        )
-        .mark_authored()
-        .with_body(json.dumps(response))
+    error = InvalidRequestError(
+        f"the response{named} is not finished yet (status `{status}`): a background "
+        "response (`background: true`) is answered before its output, which allama "
+        "does not wait for; fetch it by its id once it is done"
     )
-    if provider is not None:
-        error.with_provider(provider)
-    if model is not None:
-        error.with_model(model)
-    return error
+    return named_by(error.mark_authored().with_body(json.dumps(response)), provider, model)
 
 
 def json_text(value: Any) -> str:

@@ -104,11 +104,12 @@ def error_from_failed(
     inner = response.get("error")
     if isinstance(inner, dict):
         return error_from_payload({"error": inner}, provider=provider, model=model)
-    error = (
-        ServerError("the response failed, and the provider did not say why")
-        .mark_authored()
-        .with_body(json.dumps(response))
-    )
+    error = ServerError("the response failed, and the provider did not say why")
+    return named_by(error.mark_authored().with_body(json.dumps(response)), provider, model)
+
+
+def named_by(error: Error, provider: str | None, model: str | None) -> Error:
+    """`error`, with the provider and the model that made it where they are known."""
     if provider is not None:
         error.with_provider(provider)
     if model is not None:
