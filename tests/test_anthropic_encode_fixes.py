@@ -307,10 +307,15 @@ def test_a_document_given_as_a_data_url_goes_as_its_bytes_not_as_a_url(
     assert body["messages"][0]["content"][1] == {"type": "document", "source": source}
 
 
-def test_a_document_data_url_that_is_not_base64_is_refused() -> None:
-    request = ChatRequest(MODEL).user("x", DocumentPart(url="data:text/plain,hello"))
-    with pytest.raises(InvalidRequestError, match="a document data URL must be base64-encoded"):
-        _anthropic(request)
+def test_a_document_data_url_not_marked_base64_goes_as_its_text() -> None:
+    """RFC 2397's default form: the text percent-encoded (it was refused)."""
+    request = ChatRequest(MODEL).user("x", DocumentPart(url="data:text/plain,hello%20there"))
+    body, warnings = _anthropic(request)
+    assert body["messages"][0]["content"][1] == {
+        "type": "document",
+        "source": {"type": "text", "media_type": "text/plain", "data": "hello there"},
+    }
+    assert warnings == []
 
 
 # A data URL that names no media type: the part's, else (a document) RFC 2397's text/plain

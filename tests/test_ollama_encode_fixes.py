@@ -229,6 +229,8 @@ def _text(data: str) -> str:
         DocumentPart(url="DATA:TEXT/PLAIN;charset=utf-8;BASE64,bm90\n ZXM="),  # wrapped
         DocumentPart(url=f"data:;base64,{_text('notes')}"),  # RFC 2397: text/plain
         DocumentPart(url=f"data:;base64,{_text('notes')}", media_type="text/plain"),
+        DocumentPart(url="data:text/plain,notes"),  # not marked base64: its text
+        DocumentPart(url="data:,n%6Ftes"),  # percent-encoded, RFC 2397's text/plain
     ],
 )
 def test_a_plain_text_document_goes_as_text_whatever_its_media_type_says(
@@ -278,7 +280,6 @@ def test_a_document_data_url_of_another_type_and_a_document_url_are_left_out() -
 @pytest.mark.parametrize(
     ("document", "error"),
     [
-        (DocumentPart(url="data:text/plain,notes"), "a document data URL must be base64-encoded"),
         (
             DocumentPart(url="data:text/plain;base64,no!!"),
             "the document's data URL holds no valid base64",

@@ -1,53 +1,85 @@
 """Data URLs (RFC 2397) in image and document parts, read alike by every encoder that sends
 inline bytes (Anthropic, Gemini, Ollama): the scheme (RFC 3986), the media type and the
-`base64` token have no case, so `DATA:IMAGE/PNG;BASE64,...` is inline data too. A part's
-own media type is read the same way (`part_media_type`). A data URL's base64 is checked, and
-sent without the whitespace a wrapped one may hold, alike too (`base64_data`)."""
+`base64` token have no case, so `DATA:IMAGE/PNG;BASE64,...` is inline data too, and the
+media type's `charset` is read as a part's own media type's is (`part_media_type`). A data
+URL's data is read alike too, as browsers read it (`base64_data`)."""
 
 from __future__ import annotations
 
 import base64
+import binascii
 from typing import NamedTuple
+from urllib.parse import unquote_to_bytes
 
 
 class DataUrl(NamedTuple):
     media_type: str
-    """Lower case; empty where the URL names none."""
+    """Lower case, without its parameters; empty where the URL names none."""
     base64: bool
     """Whether its data is marked base64 (the last parameter before the comma)."""
     data: str
+    """As given: percent-encoded, and base64 where marked so."""
+    charset: str | None = None
+    """Its media type's `charset` parameter (lower case), where it names one:
+    `data:text/plain;charset=iso-8859-1;base64,...`, or RFC 2397's shorthand for text/plain,
+    `data:;charset=iso-8859-1,...`."""
 
 
 def data_url(url: str) -> DataUrl | None:
-    """`url` read as a data URL; `None` for any other URL."""
+    """`url` read as a data URL (`data:[<mediatype>][;base64],<data>`, its media type with
+    `;attribute=value` parameters); `None` for any other URL."""
     if url[:5].lower() != "data:":
         return None
     header, _, data = url[5:].partition(",")
-    params = [param.strip() for param in header.split(";")]
-    return DataUrl(params[0].lower(), len(params) > 1 and params[-1].lower() == "base64", data)
+    params = header.split(";")
+    encoded = len(params) > 1 and params[-1].strip().lower() == "base64"
+    media_type, charset = part_media_type(";".join(params[:-1] if encoded else params))
+    return DataUrl(media_type, encoded, data, charset)
+
+
+def inline_media_type(url: DataUrl, given: str | None) -> tuple[str, str | None]:
+    """The media type and charset of a part given as a data URL: the URL's own, each where
+    it names one, else those of the part's `media_type` (`given`), which may say what the
+    URL leaves out (`data:;base64,...` beside `media_type="image/png"`, or a charset). Empty
+    where neither names a type: RFC 2397's text/plain is the encoder's to fill in."""
+    own, charset = part_media_type(given)
+    return url.media_type or own, url.charset or charset
 
 
 class InlineData(NamedTuple):
     text: str
-    """The base64 as sent: without whitespace, which providers do not take in it."""
+    """Its bytes in standard base64, `=` padded and without whitespace: the one form every
+    provider takes."""
     raw: bytes
     """The bytes it holds."""
 
 
+_WHITESPACE = b" \t\n\f\r"
+"""ASCII whitespace, which a base64 data URL wrapped at 76 characters (RFC 2045) holds."""
+
+
 def base64_data(url: DataUrl) -> InlineData | None:
-    """A base64 data URL's data, read as browsers read it (WHATWG's forgiving base64): without
-    the whitespace a wrapped URL may hold (RFC 2045 wraps base64 at 76 characters), its `=`
-    padding restored where left out; `None` where what is left is no valid base64, which
-    providers answer 400 to (Gemini: "Base64 decoding failed", Ollama: "illegal base64
-    data")."""
-    text = "".join(url.data.split())
-    missing = -len(text) % 4
-    if missing < 3 and not text.endswith("="):
-        text += "=" * missing
-    try:
-        return InlineData(text, base64.b64decode(text, validate=True))
-    except ValueError:
-        return None
+    """A data URL's bytes, read as browsers read the URL (WHATWG Fetch, data: URL
+    processor): percent-decoded first (`%3D` is `=`), then, where marked base64, read as
+    forgiving base64 (its whitespace dropped, its `=` padding optional), else taken as they
+    are (RFC 2397's default form, `data:text/plain,hello%20world`). Base64 of the URL-safe
+    alphabet (`-` and `_` for `+` and `/`, RFC 4648 section 5) is read too: Gemini's JSON
+    (proto3 `bytes`) takes it, but Ollama (Go's `[]byte`, `base64.StdEncoding`) and
+    Anthropic (`standard_b64encode` in its examples) take the standard alphabet, so the
+    bytes go to each in that. `None` where what is marked base64 is not, which providers
+    answer 400 to (Gemini: "Base64 decoding failed", Ollama: "illegal base64 data")."""
+    data = unquote_to_bytes(url.data)
+    if url.base64:
+        data = data.translate(None, _WHITESPACE)
+        if len(data) % 4 == 0:
+            data = data.removesuffix(b"=").removesuffix(b"=")
+        if b"=" in data or len(data) % 4 == 1:  # padding inside, or too much of it
+            return None
+        try:
+            data = base64.b64decode(data + b"=" * (-len(data) % 4), b"-_", validate=True)
+        except binascii.Error:
+            return None
+    return InlineData(base64.b64encode(data).decode("ascii"), data)
 
 
 def part_media_type(given: str | None) -> tuple[str, str | None]:

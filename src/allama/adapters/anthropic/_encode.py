@@ -29,7 +29,12 @@ from typing import Any, TypeGuard
 
 from allama._degradations import FORMAT_NOT_SENT, STOPS_BLANK, Degradations, gives_tools
 from allama.adapters._arguments import call_arguments
-from allama.adapters._data_urls import base64_data, data_url, part_media_type
+from allama.adapters._data_urls import (
+    base64_data,
+    data_url,
+    inline_media_type,
+    part_media_type,
+)
 from allama.adapters._http import (
     HttpRequest,
     option_fields,
@@ -319,15 +324,12 @@ class _Encoder:
                 )
             return {"type": "url", "url": part.url}
         if inline is not None:  # a data URL: its bytes, which a URL source would not take
-            if not inline.base64:
-                raise self.invalid("a document data URL must be base64-encoded")
             decoded = base64_data(inline)
             if decoded is None:
                 raise self.invalid("the document's data URL holds no valid base64")
             data = decoded.raw
-            if inline.media_type:  # the URL's own type (its charset is not read)
-                media_type, charset = inline.media_type, None
-            # A data URL that names no type: the part's, else RFC 2397's default.
+            # The URL's type and charset, else the part's, else RFC 2397's text/plain.
+            media_type, charset = inline_media_type(inline, part.media_type)
             media_type = media_type or "text/plain"
         else:
             data = part.data or b""
@@ -364,19 +366,18 @@ class _Encoder:
         inline = None if part.url is None else data_url(part.url)
         if part.url is not None and inline is None:
             return {"type": "url", "url": part.url}
-        own = part_media_type(part.media_type)[0]
         if inline is not None:
-            media_type = inline.media_type or own  # the URL's, else the part's
-            if not inline.base64:
+            media_type = inline_media_type(inline, part.media_type)[0]  # else the part's
+            if not inline.base64:  # percent-encoded: an SVG's, in practice, not read here
                 raise self.invalid("an image data URL must be base64-encoded")
-            # Checked as a document's is, and sent without the whitespace a wrapped data
-            # URL may hold: Anthropic takes its `data` as base64 alone.
+            # Checked as a document's is, and sent as the standard base64 Anthropic takes as
+            # `data`, not with the whitespace, `%3D` or URL-safe `-_` a data URL may hold.
             decoded = base64_data(inline)
             if decoded is None:
                 raise self.invalid("the image's data URL holds no valid base64")
             data, raw = decoded
         else:
-            media_type = own
+            media_type = part_media_type(part.media_type)[0]
             raw = part.data or b""
             data = base64.b64encode(raw).decode("ascii")
         if media_type not in _IMAGE_TYPES:

@@ -41,7 +41,12 @@ from typing import Any
 
 from allama._degradations import FORMAT_NOT_SENT, Degradations, gives_tools, stops_first
 from allama.adapters._arguments import call_arguments
-from allama.adapters._data_urls import base64_data, data_url, part_media_type
+from allama.adapters._data_urls import (
+    base64_data,
+    data_url,
+    inline_media_type,
+    part_media_type,
+)
 from allama.adapters._http import (
     HttpRequest,
     option_fields,
@@ -183,19 +188,20 @@ class _Encoder:
             return {"fileData": data}
         kind = "image" if isinstance(part, ImagePart) else "document"
         if inline is not None:
-            if not inline.base64:
-                raise self.invalid("a data URL must be base64-encoded")
-            # Sent without the whitespace a wrapped data URL may hold, and checked: Gemini
-            # reads `inlineData.data` as base64 alone ("Base64 decoding failed").
+            # Checked, and sent as standard base64 alone (not the whitespace or `%3D` a data
+            # URL may hold): Gemini reads `inlineData.data` as base64 ("Base64 decoding
+            # failed"). A document's not marked base64 goes as its percent-decoded bytes; an
+            # image's, in practice an SVG's, Gemini would not read.
+            if not inline.base64 and kind == "image":
+                raise self.invalid("an image data URL must be base64-encoded")
             decoded = base64_data(inline)
             if decoded is None:
                 raise self.invalid(f"the {kind}'s data URL holds no valid base64")
             encoded, raw = decoded
-            if inline.media_type:  # the URL's own type (its charset is not read)
-                own, charset = inline.media_type, None
-            # A data URL naming no type (`data:;base64,...`) is text/plain by RFC 2397, but
-            # the part's own media type says more; Gemini refuses an empty `mimeType`.
-            media_type = own
+            # The URL's type and charset, else the part's. A data URL naming no type
+            # (`data:;base64,...`) is text/plain by RFC 2397, but the part's own media type
+            # says more; Gemini refuses an empty `mimeType`.
+            media_type, charset = inline_media_type(inline, part.media_type)
             if not media_type and isinstance(part, DocumentPart):
                 media_type = "text/plain"
             if not media_type:
@@ -218,8 +224,9 @@ class _Encoder:
         return {"inlineData": {"mimeType": media_type, "data": encoded}}
 
     def as_utf8(self, raw: bytes, encoded: str, media_type: str, charset: str) -> str:
-        """Text in `charset` (given by the part's media type) as base64 of its UTF-8: the
-        `mimeType` is sent without parameters, and Gemini reads text as UTF-8."""
+        """Text in `charset` (given by the part's media type or its data URL's) as base64
+        of its UTF-8: the `mimeType` is sent without parameters, and Gemini reads text as
+        UTF-8."""
         try:
             if codecs.lookup(charset).name == "utf-8":
                 return encoded

@@ -10,9 +10,9 @@ What Ollama cannot honour goes through `Degradations` (dropped with a warning un
   either (Ollama even narrows tool schemas on input), nor a setting for parallel calls.
   Ollama drops a property's `$ref`, so tool parameters go with their local `$ref`s inlined
   (`_parameters`); a recursion cut where Ollama drops what is left is said on `tools`.
-- Images go as base64 in the message's `images` (a data URL's without whitespace, checked
-  as base64; an image of no data is refused); an image URL cannot be sent. Documents go
-  as text when they are plain text (bytes or a data URL, read in their charset); any other
+- Images go as base64 in the message's `images` (a data URL's checked and sent as standard
+  base64; an image of no data is refused); an image URL cannot be sent. Documents go as
+  text when they are plain text (bytes or a data URL, read in their charset); any other
   document cannot be sent.
 - A tool result has no error flag; its text goes as the `tool` message's content.
 
@@ -69,7 +69,12 @@ from typing import Any, NamedTuple
 
 from allama._degradations import FORMAT_NOT_SENT, Degradations, option_tools
 from allama.adapters._arguments import call_arguments
-from allama.adapters._data_urls import base64_data, data_url, part_media_type
+from allama.adapters._data_urls import (
+    base64_data,
+    data_url,
+    inline_media_type,
+    part_media_type,
+)
 from allama.adapters._http import (
     HttpRequest,
     option_fields,
@@ -196,8 +201,9 @@ class _Encoder:
 
     def image(self, part: ImagePart) -> str | None:
         """The image as base64 text; `None` (with a warning) for one only a URL names. A
-        data URL's goes without the whitespace a wrapped one may hold, checked: Ollama reads
-        `images` as base64 alone ("illegal base64 data at input byte ...")."""
+        data URL's goes checked, as standard base64 alone (not the whitespace, `%3D` or
+        URL-safe `-_` it may hold): Ollama reads `images` as Go's `[]byte`, standard base64
+        ("illegal base64 data at input byte ...")."""
         url = part.url
         if url is None:
             raw = part.data or b""
@@ -211,7 +217,7 @@ class _Encoder:
                     instead="the image was left out",
                 )
                 return None
-            if not inline.base64:
+            if not inline.base64:  # percent-encoded: an SVG's, in practice, not read here
                 raise self.invalid("an image data URL must be base64-encoded")
             decoded = base64_data(inline)
             if decoded is None:
@@ -227,22 +233,20 @@ class _Encoder:
         """A plain-text document's text, given as bytes or in a data URL and read in its
         charset (UTF-8 where it names none), as Anthropic's encoder reads one: the media
         type without its case and parameters (`text/plain; charset=utf-8` is plain text), a
-        data URL's own type over the part's (its charset is not read), RFC 2397's
-        text/plain where neither names one. `None` (with a warning) for any other document,
+        data URL's own type and charset over the part's, RFC 2397's text/plain where neither
+        names a type; a data URL's text percent-decoded where not marked base64
+        (`data:text/plain,hello%20world`). `None` (with a warning) for any other document,
         and for a URL that is no data URL."""
         display = self.profile.display_name
         inline = None if part.url is None else data_url(part.url)
         media_type, charset = part_media_type(part.media_type)
         data: bytes | None
         if inline is not None:
-            if not inline.base64:
-                raise self.invalid("a document data URL must be base64-encoded")
             decoded = base64_data(inline)
             if decoded is None:
                 raise self.invalid("the document's data URL holds no valid base64")
             data = decoded.raw
-            if inline.media_type:
-                media_type, charset = inline.media_type, None
+            media_type, charset = inline_media_type(inline, part.media_type)
             media_type = media_type or "text/plain"
         else:
             data = part.data
@@ -595,8 +599,9 @@ def encode_request(
 
     Raises `UnsupportedError` (stage `BEFORE_SENDING`) for what Ollama cannot honour under
     `UnsupportedPolicy.ERROR`; `InvalidRequestError` for a conversation it cannot take (tool
-    call arguments that are not an object, an image data URL that is not valid base64, an
-    image of no data) and for a tool whose parameters are not an object.
+    call arguments that are not an object, an image data URL that is not valid base64, a
+    document data URL marked base64 that is not, an image of no data) and for a tool whose
+    parameters are not an object.
     """
     encoder = _Encoder(request, profile, family, degradations, stream=stream)
     body = encoder.body()

@@ -1,0 +1,154 @@
+"""Data URLs in image and document parts, as Anthropic, Gemini and Ollama are sent them: one
+reader for all three. A data URL's `charset` is read as a part's own media type's is (RFC
+2397: `data:text/plain;charset=iso-8859-1;base64,...`); its data is read as browsers read it,
+percent-decoded first (`%3D` is `=`), so a document's text not marked base64 goes as its
+text; base64 of the URL-safe alphabet is read too, and every provider is sent standard
+base64."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import pytest
+
+import allama
+from allama import ChatRequest
+from allama.errors import InvalidRequestError
+from allama.types import DocumentPart, ImagePart
+
+MODELS = {"anthropic": "claude-sonnet-4-5", "gemini": "gemini-2.5-flash", "ollama": "llava"}
+
+
+@pytest.fixture(autouse=True)
+def _no_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OLLAMA_HOST", raising=False)
+    monkeypatch.delenv("OLLAMA_API_KEY", raising=False)
+
+
+def sent(preset: str, part: ImagePart | DocumentPart) -> tuple[Any, list[str]]:
+    """What the provider is sent for `part` (given after a text part), and the warnings."""
+    target = allama.provider(preset, api_key="k")
+    http, warnings = target._prepare(ChatRequest(MODELS[preset]).user("x", part), stream=False)
+    body = http.body
+    if preset == "anthropic":
+        wire = body["messages"][0]["content"][1]
+    elif preset == "gemini":
+        wire = body["contents"][0]["parts"][1]
+    else:
+        wire = {key: value for key, value in body["messages"][0].items() if key != "role"}
+    return wire, [warning.message for warning in warnings]
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def as_text(preset: str, text: str) -> Any:
+    """How each provider is sent a plain-text document holding `text`."""
+    if preset == "anthropic":
+        return {
+            "type": "document",
+            "source": {"type": "text", "media_type": "text/plain", "data": text},
+        }
+    if preset == "gemini":
+        return {"inlineData": {"mimeType": "text/plain", "data": _b64(text.encode())}}
+    return {"content": f"x\n\n{text}"}
+
+
+LATIN = _b64("café".encode("latin-1"))
+UTF16 = _b64("hi".encode("utf-16-le"))
+
+
+@pytest.mark.parametrize("preset", ["anthropic", "gemini", "ollama"])
+@pytest.mark.parametrize(
+    ("document", "text"),
+    [
+        (DocumentPart(url=f"data:text/plain;charset=iso-8859-1;base64,{LATIN}"), "café"),
+        (DocumentPart(url=f'DATA:Text/Plain;Charset="ISO-8859-1";Base64,{LATIN}'), "café"),
+        (DocumentPart(url=f"data:text/plain;charset=utf-16le;base64,{UTF16}"), "hi"),
+        # RFC 2397's shorthand: the type left out, the charset given, is text/plain.
+        (DocumentPart(url=f"data:;charset=iso-8859-1;base64,{LATIN}"), "café"),
+        # The part's charset where the URL names none; the URL's over the part's.
+        (
+            DocumentPart(
+                url=f"data:text/plain;base64,{LATIN}", media_type="text/plain; charset=latin-1"
+            ),
+            "café",
+        ),
+        (
+            DocumentPart(
+                url=f"data:text/plain;charset=utf-8;base64,{_b64('café'.encode())}",
+                media_type="text/plain; charset=latin-1",
+            ),
+            "café",
+        ),
+    ],
+)
+def test_a_document_data_url_is_read_in_its_charset(
+    preset: str, document: DocumentPart, text: str
+) -> None:
+    assert sent(preset, document) == (as_text(preset, text), [])
+
+
+@pytest.mark.parametrize("preset", ["anthropic", "gemini", "ollama"])
+@pytest.mark.parametrize(
+    ("url", "text"),
+    [
+        ("data:text/plain,hello%20world", "hello world"),
+        ("data:,hello", "hello"),  # RFC 2397: text/plain
+        ("data:text/plain;charset=iso-8859-1,caf%E9", "café"),
+    ],
+)
+def test_a_document_data_url_not_marked_base64_goes_as_its_text(
+    preset: str, url: str, text: str
+) -> None:
+    assert sent(preset, DocumentPart(url=url)) == (as_text(preset, text), [])
+
+
+PNG = b"\x89PNG\r\n\x1a\n\x00\xfb\xff\xbe\x01"
+PNG_B64 = _b64(PNG)  # iVBORw0KGgoA+/++AQ==: `+` and `/`, and padding
+
+
+def as_image(preset: str) -> Any:
+    if preset == "anthropic":
+        return {
+            "type": "image",
+            "source": {"type": "base64", "media_type": "image/png", "data": PNG_B64},
+        }
+    if preset == "gemini":
+        return {"inlineData": {"mimeType": "image/png", "data": PNG_B64}}
+    return {"content": "x", "images": [PNG_B64]}
+
+
+@pytest.mark.parametrize("preset", ["anthropic", "gemini", "ollama"])
+@pytest.mark.parametrize(
+    "data",
+    [
+        PNG_B64,
+        PNG_B64.replace("/", "%2F")
+        .replace("=", "%3D")
+        .replace("+", "%2B"),  # percent-encoded, as browsers read
+        base64.urlsafe_b64encode(PNG).decode(),  # URL-safe alphabet
+        base64.urlsafe_b64encode(PNG).decode().rstrip("="),
+        f"{PNG_B64[:6]}%0A{PNG_B64[6:]}",  # a percent-encoded line break
+    ],
+)
+def test_an_image_data_url_goes_as_standard_base64(preset: str, data: str) -> None:
+    assert sent(preset, ImagePart(url=f"data:image/png;base64,{data}")) == (as_image(preset), [])
+
+
+@pytest.mark.parametrize("preset", ["anthropic", "gemini", "ollama"])
+@pytest.mark.parametrize(
+    "data",
+    [
+        f"{PNG_B64[:-1]}",  # one `=` where two are needed, as browsers refuse too
+        f"{PNG_B64}{PNG_B64}",  # padding inside
+        f"{PNG_B64[:4]}%FF{PNG_B64[4:]}",  # percent-decoded to no base64 character
+        f"{PNG_B64[:5]}",  # one character past a whole group
+    ],
+)
+def test_an_image_data_url_of_no_valid_base64_is_refused(preset: str, data: str) -> None:
+    with pytest.raises(InvalidRequestError) as raised:
+        sent(preset, ImagePart(url=f"data:image/png;base64,{data}"))
+    assert str(raised.value) == "the image's data URL holds no valid base64"
