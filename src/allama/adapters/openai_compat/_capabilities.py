@@ -77,17 +77,20 @@ class ModelFamily:
     GPT-5.1 and 5.2 take them only at reasoning effort `none`, their default
     (`without_reasoning`; not their codex, chat or pro variants, which take no `none`);
     DeepSeek V4 thinks by default, where they have no effect, and heeds them only with
-    thinking turned off in the body option (`without_thinking`)."""
+    thinking turned off (`without_thinking`), as DeepSeek's other models do outside thinking
+    mode."""
     system_role: bool = True
     """Whether the family takes `system` and `developer` messages: o1-mini and o1-preview
     answer 400 ("'messages[0].role' does not support 'system' with this model", and the same
     for `developer`), so their text opens the first user turn instead."""
-    thinking: Literal["by_default", "always"] | None = None
+    thinking: Literal["by_default", "always", "when_asked"] | None = None
     """DeepSeek's thinking mode, where the family has one: on `by_default` (V4, which
     `"thinking": {"type": "disabled"}` turns off, and which reasoning effort `none` is sent
-    as) or `always` (deepseek-reasoner). While it thinks, DeepSeek answers 400 to a forced
-    `tool_choice` ("Thinking mode does not support this tool_choice"): `forced_tool` is the
-    answer for the default, and a request that turns thinking off may force a tool."""
+    as), `always` (deepseek-reasoner), or `when_asked` (`deepseek-chat`, V4 in its
+    non-thinking mode: on only where the body option's `"thinking": {"type": "enabled"}`
+    turns it on). While it thinks, DeepSeek answers 400 to a forced `tool_choice`
+    ("Thinking mode does not support this tool_choice"): `forced_tool` is the answer for the
+    default, and a request that turns thinking off may force a tool."""
 
     def support(self, capability: ChatCapability) -> CapabilitySupport:
         if capability is ChatCapability.STRUCTURED_OUTPUT:
@@ -555,6 +558,29 @@ _XAI_ROWS = (
     ModelFamily("grok-*", StructuredLevel.STRICT, reasoning=N),
 )
 
+# V4 thinks by default (`thinking: {"type": "disabled"}` turns it off, DeepSeek's
+# thinking-mode guide), and then ignores sampling as the reasoner does and takes no forced
+# tool; with thinking off both are taken (DeepSeek-V3#1376).
+_DEEPSEEK_V4 = ModelFamily(
+    "deepseek-v4*",
+    StructuredLevel.JSON_OBJECT,
+    reasoning=S,
+    forced_tool=N,
+    efforts=_LOW_HIGH,
+    images=N,
+    sampling="without_thinking",
+    thinking="by_default",
+)
+_DEEPSEEK_OTHERS = ModelFamily(
+    "deepseek-*",
+    StructuredLevel.JSON_OBJECT,
+    reasoning=S,
+    efforts=_LOW_HIGH,
+    images=N,
+    sampling="without_thinking",
+    thinking="when_asked",
+)
+
 _DEEPSEEK_ROWS = (
     # The thinking mode takes no `logprobs` and ignores sampling (DeepSeek's reasoning-model
     # guide: "will not trigger an error but will also have no effect"). The API reads no
@@ -574,22 +600,19 @@ _DEEPSEEK_ROWS = (
         sampling="no",
         thinking="always",
     ),
-    # V4 thinks by default (`thinking: {"type": "disabled"}` turns it off, DeepSeek's
-    # thinking-mode guide), and then ignores sampling as the reasoner does and takes no
-    # forced tool; with thinking off both are taken (DeepSeek-V3#1376).
-    ModelFamily(
-        "deepseek-v4*",
-        StructuredLevel.JSON_OBJECT,
-        reasoning=S,
-        forced_tool=N,
-        efforts=_LOW_HIGH,
-        images=N,
-        sampling="without_thinking",
-        thinking="by_default",
-    ),
-    ModelFamily(
-        "deepseek-*", StructuredLevel.JSON_OBJECT, reasoning=S, efforts=_LOW_HIGH, images=N
-    ),
+    _DEEPSEEK_V4,
+    # DeepSeek's 2026 ids without the version, aliases that move to the newest release, are
+    # V4's and think by default: `deepseek-flash` is the model of DeepSeek's thinking-mode
+    # guide (api-docs.deepseek.com/guides/thinking_mode: "Thinking mode is enabled by
+    # default"; its id in the list of the reference's DeepSeek section), and `deepseek-pro`
+    # its Pro counterpart, taken as thinking by default as every V4 model does (no DeepSeek
+    # page at hand names it).
+    replace(_DEEPSEEK_V4, pattern="deepseek-flash*"),
+    replace(_DEEPSEEK_V4, pattern="deepseek-pro*"),
+    # The others (`deepseek-chat`, V4-flash's non-thinking mode since the V4 migration)
+    # think only where the body option turns thinking on, and then take neither sampling
+    # nor a forced tool, as V4 does.
+    _DEEPSEEK_OTHERS,
 )
 
 _OLLAMA_DEFAULT = ModelFamily(
@@ -624,8 +647,16 @@ CAPABILITY_TABLES: dict[str, CapabilityTable] = {
         (), ModelFamily("*", StructuredLevel.STRICT, reasoning=U, logprobs=N)
     ),
     "openrouter": CapabilityTable((), _UNKNOWN),
+    # An id of no row's still reads the body option's `thinking` (`when_asked`).
     "deepseek": CapabilityTable(
-        _DEEPSEEK_ROWS, ModelFamily("*", StructuredLevel.JSON_OBJECT, images=N)
+        _DEEPSEEK_ROWS,
+        ModelFamily(
+            "*",
+            StructuredLevel.JSON_OBJECT,
+            images=N,
+            sampling="without_thinking",
+            thinking="when_asked",
+        ),
     ),
     # Together answers `logprobs` in a shape of its own (token and logprob lists), which
     # allama does not read: asking for them is refused rather than silently lost.

@@ -61,6 +61,7 @@ from allama.types import (
     ToolDefinition,
     ToolMessage,
     UserMessage,
+    Warning,
     WarningKind,
 )
 from allama.types._openai import user_part_to_openai
@@ -556,7 +557,7 @@ class _Encoder:
                     instead="the model chooses whether to call a tool",
                 )
             return None
-        if choice.mode in ("required", "tool") and self.thinking_mode():
+        if choice.mode in ("required", "tool") and self.thinks():
             self.degradations.refuse(
                 RequestField.TOOL_CHOICE,
                 f"`{self.request.model}` on {display} cannot be forced to call a tool"
@@ -965,10 +966,7 @@ class _Encoder:
             return self.temperature_in_range(request.temperature), request.top_p
         unless = {
             "without_reasoning": " unless it reasons at effort `none`",
-            "without_thinking": (
-                " in thinking mode, its default (to use it, turn thinking off: "
-                '`"thinking": {"type": "disabled"}` in the body option)'
-            ),
+            "without_thinking": self.thinking_why("to use it", by_effort=False),
         }.get(takes, "")
         if self.reasoning_guessed():
             unless = f" at reasoning effort `{effort}`{self.guessed_why()}"
@@ -1039,34 +1037,80 @@ class _Encoder:
         )
 
     def thinks(self) -> bool:
-        """Whether a model that thinks by default does here: unless thinking is turned off,
-        by the body option (DeepSeek's `"thinking": {"type": "disabled"}`, which goes in
-        place of allama's own) or by reasoning effort `none` (`thinking_off_by_effort`)."""
+        """Whether the request runs in DeepSeek's thinking mode, where a forced `tool_choice`
+        is answered 400 ("Thinking mode does not support this tool_choice") and sampling
+        has no effect: always on `deepseek-reasoner`; elsewhere as the body option's
+        `thinking` turns it, which goes in place of allama's own; else at the model's
+        default, on for V4 unless reasoning effort `none` turns it off
+        (`thinking_off_by_effort`). A `thinking` of no type DeepSeek names (`null`, `{}`)
+        leaves the model's default, effort `none` or not: it is what goes."""
+        mode = self.family.thinking
+        if mode is None:
+            return False
+        if mode == "always":
+            return True
+        turned = self.option_turns_thinking()
+        if turned is not None:
+            return turned
+        if self.option_gives_thinking():
+            return mode == "by_default"
+        return mode == "by_default" and not self.thinking_off_by_effort()
+
+    def option_gives_thinking(self) -> bool:
+        """Whether the body option has a `thinking` of its own, sent in place of allama's."""
+        extra = self.request.option_json(self.namespace)
+        return isinstance(extra, dict) and "thinking" in extra
+
+    def option_turns_thinking(self) -> bool | None:
+        """Whether the body option's `thinking` turns thinking on (`enabled`) or off
+        (`disabled`); `None` where it gives none, or none of those types."""
         extra = self.request.option_json(self.namespace)
         thinking = extra.get("thinking") if isinstance(extra, dict) else None
-        if isinstance(thinking, dict):
-            return thinking.get("type") != "disabled"
-        return not self.thinking_off_by_effort()
+        kind = thinking.get("type") if isinstance(thinking, dict) else None
+        return {"enabled": True, "disabled": False}.get(kind) if isinstance(kind, str) else None
 
     def thinking_off_by_effort(self) -> bool:
         """Whether reasoning effort `none` turns the family's thinking mode off: sent as
         `"thinking": {"type": "disabled"}` (DeepSeek V4, which takes no effort `none`)."""
         return self.family.thinking == "by_default" and self.request.reasoning_effort == "none"
 
-    def thinking_mode(self) -> bool:
-        """Whether the request runs in DeepSeek's thinking mode, where a forced
-        `tool_choice` is answered 400 ("Thinking mode does not support this tool_choice")."""
-        return self.family.thinking == "always" or (
-            self.family.thinking == "by_default" and self.thinks()
-        )
-
     def unforced_why(self) -> str:
         """Why no tool is forced in thinking mode, and how to leave it where the model can."""
         if self.family.thinking == "always":
             return ": it always thinks, and thinking mode takes no forced `tool_choice`"
+        return self.thinking_why("to force one", by_effort=True)
+
+    def thinking_why(self, to: str, *, by_effort: bool) -> str:
+        """Where the request's thinking mode comes from, and how to turn it off `to` do what
+        it refuses: by reasoning effort `none` too (`by_effort`, where that holds), unless
+        the body option's `thinking` goes in its place."""
+        if self.option_turns_thinking():
+            return (
+                ' in thinking mode, which `"thinking": {"type": "enabled"}` in the body option '
+                "turns on"
+            )
+        effort = (
+            "reasoning effort `none`, or " if by_effort and not self.option_gives_thinking() else ""
+        )
         return (
-            " in thinking mode, its default (to force one, turn thinking off: reasoning effort "
-            '`none`, or `"thinking": {"type": "disabled"}` in the body option)'
+            f" in thinking mode, its default ({to}, turn thinking off: {effort}"
+            '`"thinking": {"type": "disabled"}` in the body option)'
+        )
+
+    def effort_replaced(self, theirs: Any) -> None:
+        """Say where the body option's own `thinking` (`theirs`) went in place of the
+        `disabled` reasoning effort `none` asked for and leaves thinking on (`enabled`, or
+        one of no type, which leaves V4's default), as the Anthropic encoder says it: on
+        `reasoning_effort`, whose level was not what was sent."""
+        if not self.thinks():
+            return
+        given = json.dumps(theirs, ensure_ascii=False, separators=(",", ":"), default=repr)
+        self.degradations.warn(
+            Warning.unsupported(
+                RequestField.REASONING_EFFORT,
+                f"`thinking` of the body option `{self.namespace}` ({given}) was sent in place "
+                f"of the request's reasoning effort (`{self.request.reasoning_effort}`)",
+            )
         )
 
     def temperature_in_range(self, temperature: float | None) -> float | None:
@@ -1175,6 +1219,8 @@ class _Encoder:
         if profile.require_parameters and self.schema_sent:
             body["provider"] = self.schema_routing(given)
             given.pop("provider", None)
+        if thinking is not None and "thinking" in given:
+            self.effort_replaced(given["thinking"])
         if given:
             self.as_sent = self.settings_replaced(given, limit_field, max_tokens is None)
         body.update(given)
