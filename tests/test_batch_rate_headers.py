@@ -416,3 +416,78 @@ def test_a_limit_out_of_range_is_refused_saying_why(setting: dict[str, Any], mes
 
 def test_a_request_every_fifteen_minutes_is_the_least_rpm() -> None:
     assert RateLimiter(rpm=1 / 15).rpm_in_force == 1 / 15
+
+
+# --- through a failover ----------------------------------------------------------------------
+
+
+class _UsedUp:
+    """An OpenAI endpoint answering 200, its headers saying its token limit is used up,
+    resetting `reset` seconds after each answer (`reset` None: limits left)."""
+
+    def __init__(self, reset: float | None) -> None:
+        self.reset = reset
+        self.served: list[float] = []
+
+    def __call__(self, request: httpx2.Request) -> httpx2.Response:
+        self.served.append(time.monotonic())
+        headers = {"x-ratelimit-remaining-tokens": "1000", "x-ratelimit-reset-tokens": "1s"}
+        if self.reset is not None:
+            headers = {
+                "x-ratelimit-remaining-tokens": "0",
+                "x-ratelimit-reset-tokens": f"{self.reset}s",
+            }
+        return httpx2.Response(200, headers=headers, json=_OPENAI_OK)
+
+
+def _failover_run(
+    monkeypatch: pytest.MonkeyPatch, first: _UsedUp, second: _UsedUp, inputs: int
+) -> AsyncBatchRun[_Item]:
+    """A run of `inputs`, one at a time, through a failover of the two, on a virtual clock
+    starting at 0."""
+    loop = VirtualLoop(0.0)
+    monkeypatch.setattr(
+        _run, "RateLimiter", lambda *args, **options: RateLimiter(*args, **options, clock=loop.time)
+    )
+    monkeypatch.setattr(time, "monotonic", loop.time)
+    both = allama.FailoverProvider(
+        [_provider("openai", first), _provider("openai", second)], clock=loop.time
+    )
+
+    async def main() -> AsyncBatchRun[_Item]:
+        run: AsyncBatchRun[_Item] = allama.abatch(
+            both,
+            _Item,
+            [f"doc {i}" for i in range(inputs)],
+            request=ChatRequest("gpt-4o-mini").system("x"),
+            concurrency=1,
+        )
+        assert [result.value async for result in run] == [_Item(n=1)] * inputs
+        return run
+
+    try:
+        return loop.run_until_complete(main())
+    finally:
+        loop.close()
+
+
+def test_a_failover_sends_on_to_its_next_provider_rather_than_pause_the_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Before, the first provider's note paused every request for 8 s, twice over, while the
+    second sat idle (and the failover's next call still went to the first)."""
+    first, second = _UsedUp(8.0), _UsedUp(None)
+    run = _failover_run(monkeypatch, first, second, 6)
+    assert (first.served, second.served) == ([0.0], [0.0] * 5)
+    assert (run.summary.resets_waited, run.summary.rate_limited) == (0, 0)
+
+
+def test_a_failover_whose_providers_all_wait_pauses_the_run_until_the_first_may_serve(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    first, second = _UsedUp(8.0), _UsedUp(5.0)
+    run = _failover_run(monkeypatch, first, second, 4)
+    # 0: the first used up (until 8), the second serves; 0: it is used up (until 5), the run
+    # pauses; 5: it serves, until 10, the run pauses until 8; 8: the first serves.
+    assert (first.served, second.served) == ([0.0, 8.0], [0.0, 5.0])
+    assert (run.summary.resets_waited, run.summary.rate_limited) == (3, 0)

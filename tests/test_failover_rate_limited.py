@@ -9,10 +9,11 @@ import pickle
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+import httpx2
 import pytest
 
 import allama
-from allama import FailoverProvider
+from allama import FailoverProvider, RetryingProvider
 from allama.errors import (
     InvalidRequestError,
     OverloadedError,
@@ -21,6 +22,8 @@ from allama.errors import (
     asked_wait,
 )
 from allama.mock import ChatResponseBuilder, FunctionProvider, MockProvider
+from allama.transport import Transport
+from allama.types import ProviderDataEvent, StreamEvent
 
 REQUEST = allama.ChatRequest("m").user("hi")
 
@@ -219,3 +222,242 @@ class _Named:
 def test_a_failover_of_providers_that_pickle_still_pickles() -> None:
     plain = FailoverProvider([_Named(), _Named()])  # type: ignore[list-item]
     assert pickle.loads(pickle.dumps(plain)).name == "failover(plain, plain)"
+
+
+# --- an answer saying a rate limit is used up ------------------------------------------------
+
+_COMPLETION = {
+    "id": "c",
+    "object": "chat.completion",
+    "created": 1,
+    "model": "m",
+    "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}
+    ],
+    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+}
+_EVENTS = (
+    'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":'
+    '[{"index":0,"delta":{"role":"assistant","content":"hi"},"finish_reason":null}]}\n\n'
+    'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":'
+    '[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
+    "data: [DONE]\n\n"
+)
+
+
+class _Endpoint:
+    """An OpenAI-compatible endpoint answering 200; where `resets` gives a number for a
+    call, its headers say the token limit is used up, resetting in that many seconds."""
+
+    def __init__(self, *resets: float | None) -> None:
+        self.resets = list(resets)
+        self.calls = 0
+
+    def __call__(self, request: httpx2.Request) -> httpx2.Response:
+        reset = self.resets[self.calls] if self.calls < len(self.resets) else None
+        self.calls += 1
+        headers = {"x-ratelimit-remaining-tokens": "1000", "x-ratelimit-reset-tokens": "1s"}
+        if reset is not None:
+            headers = {"x-ratelimit-remaining-tokens": "0", "x-ratelimit-reset-tokens": f"{reset}s"}
+        if b'"stream":true' in request.content.replace(b" ", b""):
+            headers["content-type"] = "text/event-stream"
+            return httpx2.Response(200, headers=headers, content=_EVENTS.encode())
+        return httpx2.Response(200, headers=headers, json=_COMPLETION)
+
+
+def _served(preset: str, endpoint: _Endpoint) -> allama.ChatProvider:
+    transport = Transport(
+        client=httpx2.Client(transport=httpx2.MockTransport(endpoint)),
+        async_client=httpx2.AsyncClient(transport=httpx2.MockTransport(endpoint)),
+    )
+    return allama.provider(preset, api_key="sk-test", transport=transport)
+
+
+def _reset_skipped(provider: str, seconds_left: float) -> dict[str, object]:
+    return _skipped(provider, seconds_left, why="rate_limit_reset")
+
+
+def test_an_answer_saying_a_limit_is_used_up_passes_its_provider_over_until_it_resets() -> None:
+    """Its note is that provider's wait, not the caller's: a batch run would pause every
+    request for it while the next provider sat idle."""
+    clock = Clock()
+    first, second = _Endpoint(8.0), _Endpoint()
+    both = FailoverProvider([_served("openai", first), _served("groq", second)], clock=clock)
+
+    answered = both.chat(REQUEST)
+    assert (answered.text(), answered.provider_data) == ("hi", {})
+
+    clock.now += 1.5
+    straight = both.chat(REQUEST)
+    assert straight.provider_data == {
+        "allama": {
+            "failover": {
+                "attempts": 1,
+                "providers": ["groq"],
+                "skipped": [_reset_skipped("openai", 6.5)],
+            }
+        }
+    }
+    assert (first.calls, second.calls) == (1, 1)
+
+    clock.now += 6.5  # the limit has reset: the first provider is tried first again
+    assert both.chat(REQUEST).provider_data == {}
+    assert (first.calls, second.calls) == (2, 1)
+
+
+def test_where_every_provider_then_waits_the_note_says_the_shortest_wait() -> None:
+    clock = Clock()
+    first, second = _Endpoint(3.0, None), _Endpoint(5.0, 5.0)
+    both = FailoverProvider([_served("openai", first), _served("groq", second)], clock=clock)
+    assert "allama" not in both.chat(REQUEST).provider_data
+
+    clock.now += 1.0
+    answered = both.chat(REQUEST)  # the second's limit is used up too: the first's ends first
+    assert answered.provider_data["allama"] == {
+        "rate_limit_reset": 2.0,
+        "failover": {
+            "attempts": 1,
+            "providers": ["groq"],
+            "skipped": [_reset_skipped("openai", 2.0)],
+        },
+    }
+
+    clock.now += 2.0  # the first's wait is over: it serves, and the note goes
+    assert both.chat(REQUEST).provider_data == {
+        "allama": {
+            "failover": {
+                "attempts": 1,
+                "providers": ["openai"],
+                "skipped": [_reset_skipped("groq", 3.0)],
+            }
+        }
+    }
+    assert (first.calls, second.calls) == (2, 1)
+
+    # A lone provider: its note is the wait of the whole failover, as it was.
+    alone = FailoverProvider([_served("openai", _Endpoint(4.0))], clock=clock)
+    assert alone.chat(REQUEST).provider_data == {"allama": {"rate_limit_reset": 4.0}}
+
+
+def test_the_async_calls_take_the_note_as_a_wait_too() -> None:
+    clock = Clock()
+    first, second = _Endpoint(8.0), _Endpoint()
+    both = FailoverProvider([_served("openai", first), _served("groq", second)], clock=clock)
+
+    async def two() -> tuple[allama.ChatResponse, allama.ChatResponse]:
+        answered = await both.achat(REQUEST)
+        clock.now += 0.5
+        return answered, await both.achat(REQUEST)
+
+    answered, straight = asyncio.run(two())
+    assert answered.provider_data == {}
+    assert straight.provider_data["allama"]["failover"]["skipped"] == [
+        _reset_skipped("openai", 7.5)
+    ]
+    assert (first.calls, second.calls) == (1, 1)
+
+
+def _notes(events: list[StreamEvent]) -> list[object]:
+    return [
+        event.value
+        for event in events
+        if isinstance(event, ProviderDataEvent) and event.key == "rate_limit_reset"
+    ]
+
+
+def test_a_streams_note_is_taken_as_a_wait_and_not_handed_on() -> None:
+    clock = Clock()
+    first, second = _Endpoint(8.0), _Endpoint(5.0)
+    both = FailoverProvider([_served("openai", first), _served("groq", second)], clock=clock)
+    with both.chat_stream(REQUEST) as stream:
+        events = list(stream)
+        response = stream.response()
+    assert (_notes(events), response.text(), response.provider_data) == ([], "hi", {})
+
+    clock.now += 1.0
+    with both.chat_stream(REQUEST) as stream:  # the second's used up too: its 5 s is shorter
+        events = list(stream)
+        response = stream.response()
+    assert _notes(events) == [5.0]
+    assert response.provider_data["allama"] == {
+        "rate_limit_reset": 5.0,
+        "failover": {
+            "attempts": 1,
+            "providers": ["groq"],
+            "skipped": [_reset_skipped("openai", 7.0)],
+        },
+    }
+    assert (first.calls, second.calls) == (1, 1)
+
+
+def test_a_stream_closed_at_once_does_not_hand_the_note_on_either() -> None:
+    both = FailoverProvider(
+        [_served("openai", _Endpoint(8.0)), _served("groq", _Endpoint())], clock=Clock()
+    )
+    stream = both.chat_stream(REQUEST)
+    assert "allama" not in stream.collector.reported_metadata().provider_data
+    stream.close()
+    assert stream.collector.response_metadata().provider_data == {}
+
+
+def test_an_async_stream_takes_the_note_as_a_wait_too() -> None:
+    clock = Clock()
+    first, second = _Endpoint(8.0), _Endpoint()
+    both = FailoverProvider([_served("openai", first), _served("groq", second)], clock=clock)
+
+    async def two() -> tuple[list[StreamEvent], allama.ChatResponse, allama.ChatResponse]:
+        stream = await both.achat_stream(REQUEST)
+        async with stream:
+            events = [event async for event in stream]
+            answered = await stream.response()
+        clock.now += 2.0
+        again = await both.achat_stream(REQUEST)
+        async with again:
+            return events, answered, await again.response()
+
+    events, answered, again = asyncio.run(two())
+    assert (_notes(events), answered.provider_data) == ([], {})
+    assert again.provider_data["allama"]["failover"]["skipped"] == [_reset_skipped("openai", 6.0)]
+    assert (first.calls, second.calls) == (1, 1)
+
+
+def test_a_failover_within_a_failover_hands_the_note_on_only_where_all_of_its_own_wait() -> None:
+    clock = Clock()
+    first, second, third = _Endpoint(8.0), _Endpoint(4.0), _Endpoint()
+    inner = FailoverProvider([_served("openai", first), _served("groq", second)], clock=clock)
+    outer = FailoverProvider([inner, _served("mistral", third)], clock=clock)
+    assert outer.chat(REQUEST).provider_data == {}
+
+    clock.now += 1.0
+    # The inner's second is used up too: the inner waits 4 s, the outer goes on to the third.
+    answered = outer.chat(REQUEST)
+    assert answered.provider_data == {
+        "allama": {
+            "failover": {
+                "attempts": 1,
+                "providers": ["groq"],
+                "skipped": [_reset_skipped("openai", 7.0)],
+            }
+        }
+    }
+    clock.now += 1.0
+    assert outer.chat(REQUEST).provider_data["allama"]["failover"] == {
+        "attempts": 1,
+        "providers": ["mistral"],
+        "skipped": [_reset_skipped(inner.name, 3.0)],
+    }
+    assert (first.calls, second.calls, third.calls) == (1, 1, 1)
+
+
+def test_a_retry_around_or_inside_passes_the_note_to_the_failover() -> None:
+    clock = Clock()
+    first, second = _Endpoint(8.0), _Endpoint()
+    inside = FailoverProvider(
+        [RetryingProvider(_served("openai", first)), _served("groq", second)], clock=clock
+    )
+    around = RetryingProvider(inside)
+    assert around.chat(REQUEST).provider_data == {}
+    assert around.chat(REQUEST).provider_data["allama"]["failover"]["skipped"] == [
+        _reset_skipped("openai", 8.0)
+    ]
+    assert (first.calls, second.calls) == (1, 1)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import itertools
+import math
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from pydantic import JsonValue
@@ -26,19 +27,26 @@ from allama.errors import (
     paid_for,
 )
 from allama.provider import PASSED_BEFORE_SENDING, ChatProvider
-from allama.stream import AsyncChatStream, ChatStream
+from allama.stream import AsyncChatStream, ChatStream, StreamCollector
 from allama.types import (
+    ALLAMA_NAMESPACE,
     CapabilitySupport,
     ChatCapability,
     ChatRequest,
     ChatResponse,
     ChatValidation,
     FieldSubject,
+    ProviderDataEvent,
     RequestField,
+    ResponseStart,
+    StreamEvent,
     UnsupportedStage,
+    UsageEvent,
     Warning,
+    WarningEvent,
     WarningKind,
 )
+from allama.types._response import RATE_LIMIT_RESET_KEY
 from allama.wrappers._gate import Holding, gate_closed, holding
 from allama.wrappers._lifetime import Wrapper
 from allama.wrappers._opening import aopened, opened
@@ -83,18 +91,18 @@ def chain_onto(error: Error, previous: Error | None) -> Error:
 
 
 class _Waits:
-    """When each provider of a failover that asked to wait (a 429's `retry-after`) may be
-    sent to again, shared by every call of the failover from any thread or task: the lock
-    is held to read or write it, never over a call. A copy (pickled, deep-copied) begins
-    with none."""
+    """When each provider of a failover that asked to wait (a 429's `retry-after`, or an
+    answer's rate-limit headers saying a limit is used up) may be sent to again, shared by
+    every call of the failover from any thread or task: the lock is held to read or write
+    it, never over a call. A copy (pickled, deep-copied) begins with none."""
 
     __slots__ = ("_lock", "_until")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._until: dict[int, tuple[float, float, str]] = {}
-        """By `id` of the provider: until when, since when, and the kind of the error that
-        asked."""
+        """By `id` of the provider: until when, since when, and why: the kind of the error
+        that asked, or `RATE_LIMIT_RESET_KEY` for an answer's used-up limit."""
 
     def __reduce__(self) -> tuple[type[_Waits], tuple[()]]:
         return (_Waits, ())
@@ -125,7 +133,17 @@ class _Waits:
 class _Tries:
     """The state of one failover call; the sync and async loops both ask it what to do."""
 
-    __slots__ = ("_held", "_owner", "_sent", "names", "order", "previous", "skipped")
+    __slots__ = (
+        "_held",
+        "_owner",
+        "_sent",
+        "names",
+        "noted",
+        "order",
+        "passed_on",
+        "previous",
+        "skipped",
+    )
 
     def __init__(self, owner: FailoverProvider, held: Holding) -> None:
         self._owner = owner
@@ -134,6 +152,12 @@ class _Tries:
         self.names: list[str] = []
         self.skipped: list[dict[str, JsonValue]] = []
         self._sent = 0.0
+        self.noted = False
+        """Whether the answer noted a used-up rate limit (`RATE_LIMIT_RESET_KEY`), taken as
+        its provider's wait: the note goes on as `passed_on` says."""
+        self.passed_on: float | None = None
+        """The note the caller is given in its place: the shortest wait, where every
+        provider waits; `None` (no note) where one can serve."""
         self.order = self._ordered()
 
     def _ordered(self) -> list[ChatProvider]:
@@ -159,8 +183,22 @@ class _Tries:
         self.names.append(_named(provider))
         self._sent = self._owner._clock()
 
-    def succeeded(self, provider: ChatProvider) -> None:
-        self._owner._waits.served(provider, self._sent)
+    def succeeded(self, provider: ChatProvider, reset: float | None) -> None:
+        """`provider` answered: a wait it asked before is over. Where its answer said a
+        rate limit of its is used up (`reset`, the seconds until it resets), that is its
+        wait now, as a 429's would be; a batch run is told (`passed_on`) only where every
+        provider waits, and pauses until the first of them may be sent to."""
+        owner = self._owner
+        owner._waits.served(provider, self._sent)
+        if reset is None:
+            return
+        now = owner._clock()
+        owner._waits.asked(provider, now, reset, RATE_LIMIT_RESET_KEY)
+        waiting = owner._waits.now_waiting(now)
+        self.noted = True
+        if all(id(each) in waiting for each in owner.providers):
+            left = round(min(until for until, _ in waiting.values()) - now, 3)
+            self.passed_on = left if left > 0 else None
 
     def after_failure(self, provider: ChatProvider, error: Error, *, last: bool) -> bool:
         """Whether to try the next provider; chains `error` onto the earlier failures, and
@@ -238,11 +276,16 @@ class FailoverProvider(Wrapper):
     call of the failover, sync or async, from any thread: the calls go straight to the
     next, rather than each paying a round trip to a provider that asked them to wait, and
     holding it back further. Where every provider is waiting, the one whose wait ends first
-    is tried (and, answering, is waited for no longer). The providers passed over are
-    listed in the record, under `"skipped"`, each with why (its error's kind) and the
-    seconds its wait had left: `{"provider": "openai", "why": "rate_limited",
-    "seconds_left": 4.5}`; so is the error a failover raises, in its context metadata
-    (`"allama.failover"`). `clock` (seconds, `time.monotonic`) times the waits.
+    is tried (and, answering, is waited for no longer). A provider whose successful answer
+    said a rate limit of its is used up (`provider_data["allama"]["rate_limit_reset"]`,
+    from its rate-limit headers) is passed over alike until that limit resets, and the note
+    is not handed on, which would pause a batch run while another provider can serve: only
+    where every provider then waits does the answer carry it, as the shortest of their
+    waits. The providers passed over are listed in the record, under `"skipped"`, each with
+    why (its error's kind, or `"rate_limit_reset"`) and the seconds its wait had left:
+    `{"provider": "openai", "why": "rate_limited", "seconds_left": 4.5}`; so is the error a
+    failover raises, in its context metadata (`"allama.failover"`). `clock` (seconds,
+    `time.monotonic`) times the waits.
 
     Capability questions and dry runs are answered by the first provider, the one a request
     goes to first (a wait it asked for passes: the dry run does not follow it). `close()`,
@@ -290,20 +333,29 @@ class FailoverProvider(Wrapper):
             and error.stage is UnsupportedStage.BEFORE_SENDING
         )
 
-    def _run(self, call: Callable[[ChatProvider], R], request: ChatRequest) -> tuple[R, _Tries]:
+    def _run(
+        self,
+        call: Callable[[ChatProvider], R],
+        request: ChatRequest,
+        reset: Callable[[R], float | None],
+    ) -> tuple[R, _Tries]:
         """`call` made on each provider in turn until one answers or the failover stops:
         outside an extraction, one span holds the attempts' spans
-        (`allama._tracing.WrapperSpan`)."""
+        (`allama._tracing.WrapperSpan`). `reset` reads an answer's note of a used-up rate
+        limit (`_Tries.succeeded`)."""
         if not isinstance(request, ChatRequest):  # (once per call: the calls all come here)
             raise not_a_request(request)
         traced = _tracing.start_wrapper(_FAILOVER_DATA_KEY, self, request)
         if traced is None:
-            return self._trying(call, None)
+            return self._trying(call, reset, None)
         with traced:
-            return self._trying(call, traced)
+            return self._trying(call, reset, traced)
 
     def _trying(
-        self, call: Callable[[ChatProvider], R], traced: _tracing.WrapperSpan | None
+        self,
+        call: Callable[[ChatProvider], R],
+        reset: Callable[[R], float | None],
+        traced: _tracing.WrapperSpan | None,
     ) -> tuple[R, _Tries]:
         with holding() as held:
             tries = _Tries(self, held)
@@ -320,23 +372,29 @@ class FailoverProvider(Wrapper):
                         paid_before_foreign(raised, paid_for(tries.previous))
                     raise
                 else:
-                    tries.succeeded(provider)
+                    tries.succeeded(provider, reset(answer))
                     return answer, tries
         raise AssertionError("unreachable: the last provider's error is raised")
 
     async def _arun(
-        self, call: Callable[[ChatProvider], Awaitable[R]], request: ChatRequest
+        self,
+        call: Callable[[ChatProvider], Awaitable[R]],
+        request: ChatRequest,
+        reset: Callable[[R], float | None],
     ) -> tuple[R, _Tries]:
         if not isinstance(request, ChatRequest):
             raise not_a_request(request)
         traced = _tracing.start_wrapper(_FAILOVER_DATA_KEY, self, request)
         if traced is None:
-            return await self._atrying(call, None)
+            return await self._atrying(call, reset, None)
         with traced:
-            return await self._atrying(call, traced)
+            return await self._atrying(call, reset, traced)
 
     async def _atrying(
-        self, call: Callable[[ChatProvider], Awaitable[R]], traced: _tracing.WrapperSpan | None
+        self,
+        call: Callable[[ChatProvider], Awaitable[R]],
+        reset: Callable[[R], float | None],
+        traced: _tracing.WrapperSpan | None,
     ) -> tuple[R, _Tries]:
         with holding() as held:
             tries = _Tries(self, held)
@@ -353,27 +411,39 @@ class FailoverProvider(Wrapper):
                         paid_before_foreign(raised, paid_for(tries.previous))
                     raise
                 else:
-                    tries.succeeded(provider)
+                    tries.succeeded(provider, reset(answer))
                     return answer, tries
         raise AssertionError("unreachable: the last provider's error is raised")
 
     def chat(self, request: ChatRequest) -> ChatResponse:
-        response, tries = self._run(lambda provider: provider.chat(request), request)
+        response, tries = self._run(lambda provider: provider.chat(request), request, _noted)
+        if tries.noted:
+            response = _renoted(response, tries.passed_on)
         return record_response(response, _FAILOVER_DATA_KEY, tries.record())
 
     async def achat(self, request: ChatRequest) -> ChatResponse:
-        response, tries = await self._arun(lambda provider: provider.achat(request), request)
+        response, tries = await self._arun(
+            lambda provider: provider.achat(request), request, _noted
+        )
+        if tries.noted:
+            response = _renoted(response, tries.passed_on)
         return record_response(response, _FAILOVER_DATA_KEY, tries.record())
 
     def chat_stream(self, request: ChatRequest) -> ChatStream:
-        stream, tries = self._run(lambda provider: opened(provider.chat_stream(request)), request)
+        stream, tries = self._run(
+            lambda provider: opened(provider.chat_stream(request)), request, _stream_noted
+        )
+        if tries.noted:
+            stream = _renoted_stream(stream, tries.passed_on)
         return record_stream(stream, _FAILOVER_DATA_KEY, tries.record())
 
     async def achat_stream(self, request: ChatRequest) -> AsyncChatStream:
         async def open_on(provider: ChatProvider) -> AsyncChatStream:
             return await aopened(await provider.achat_stream(request))
 
-        stream, tries = await self._arun(open_on, request)
+        stream, tries = await self._arun(open_on, request, _stream_noted)
+        if tries.noted:
+            stream = _arenoted_stream(stream, tries.passed_on)
         return record_async_stream(stream, _FAILOVER_DATA_KEY, tries.record())
 
     def chat_capability(self, model: str, capability: ChatCapability) -> CapabilitySupport:
@@ -459,3 +529,130 @@ def _after(passed: list[Warning], validation: ChatValidation) -> ChatValidation:
     if not passed:
         return validation
     return validation.model_copy(update={"warnings": (*passed, *validation.warnings)})
+
+
+# --- an answer's note of a used-up rate limit ---------------------------------------------
+
+
+def _reset_in(provider_data: Mapping[str, Mapping[str, JsonValue]]) -> float | None:
+    """The seconds until a rate limit the provider's answer said is used up resets, as an
+    HTTP provider notes it (`RATE_LIMIT_RESET_KEY`), through any wrapper; `None` without."""
+    ours = provider_data.get(ALLAMA_NAMESPACE)
+    wait = None if ours is None else ours.get(RATE_LIMIT_RESET_KEY)
+    if isinstance(wait, bool) or not isinstance(wait, int | float):
+        return None
+    return float(wait) if 0 < wait < math.inf else None
+
+
+def _noted(response: ChatResponse) -> float | None:
+    return _reset_in(response.provider_data)
+
+
+def _stream_noted(stream: ChatStream | AsyncChatStream) -> float | None:
+    """A stream's note, an event before its answer, which the open read ahead (`opened`)."""
+    return _reset_in(stream.collector.provider_data)
+
+
+def _renoted(response: ChatResponse, wait: float | None) -> ChatResponse:
+    """`response` with its note of a used-up rate limit made `wait`, or left out (`None`)."""
+    if wait is not None:
+        return response.with_provider_data(ALLAMA_NAMESPACE, RATE_LIMIT_RESET_KEY, wait)
+    ours = response.provider_data.get(ALLAMA_NAMESPACE, {})
+    if RATE_LIMIT_RESET_KEY not in ours:
+        return response
+    data = {**response.provider_data}
+    rest = {key: value for key, value in ours.items() if key != RATE_LIMIT_RESET_KEY}
+    if rest:
+        data[ALLAMA_NAMESPACE] = rest
+    else:
+        del data[ALLAMA_NAMESPACE]
+    return response.model_copy(update={"provider_data": data})
+
+
+def _renoted_event(event: StreamEvent, wait: float | None) -> StreamEvent | None:
+    """`event`, or where it is the note, the note made `wait` (`None`: left out)."""
+    if not (
+        isinstance(event, ProviderDataEvent)
+        and event.namespace == ALLAMA_NAMESPACE
+        and event.key == RATE_LIMIT_RESET_KEY
+    ):
+        return event
+    if wait is None:
+        return None
+    return ProviderDataEvent(namespace=ALLAMA_NAMESPACE, key=RATE_LIMIT_RESET_KEY, value=wait)
+
+
+class _Renoted(StreamCollector):
+    """What the stream `inner` collects reported besides its answer, with its note made
+    `wait` or left out: the stream handed on reads from it, and takes it at its close
+    (rather than `inner` itself, whose note would come back with the rest)."""
+
+    def __init__(self, inner: StreamCollector, wait: float | None) -> None:
+        super().__init__()
+        self._inner = inner
+        self._wait = wait
+
+    def reported_metadata(self) -> ChatResponse:
+        return _renoted(self._inner.reported_metadata(), self._wait)
+
+    def hand_over(self, outer: StreamCollector) -> None:
+        """Give `outer`, as the stream is handed on, the records `inner` holds (which the
+        events carrying them, at the stream's end, may never bring), the note made over."""
+        for key, value in self._inner.provider_data.get(ALLAMA_NAMESPACE, {}).items():
+            event = _renoted_event(
+                ProviderDataEvent(namespace=ALLAMA_NAMESPACE, key=key, value=value), self._wait
+            )
+            if event is not None:
+                outer.push(event)
+
+    def closed(self, outer: StreamCollector, _: BaseException | None) -> None:
+        """The stream handed on ended: it takes what `inner` reported and did not give
+        (`StreamCollector.take_reported`), the note made over."""
+        reported = self.reported_metadata()
+        held = StreamCollector()
+        if reported.usage is not None:
+            held.push(UsageEvent(usage=reported.usage))
+        for warning in reported.warnings:
+            held.push(WarningEvent(warning=warning))
+        for namespace, entries in reported.provider_data.items():
+            for key, value in entries.items():
+                held.push(ProviderDataEvent(namespace=namespace, key=key, value=value))
+        if reported.id is not None or reported.model is not None:
+            held.push(ResponseStart(id=reported.id, model=reported.model))
+        outer.take_reported(held)
+
+
+def _renoted_stream(stream: ChatStream, wait: float | None) -> ChatStream:
+    """`stream` with its note of a used-up rate limit made `wait`, or left out (`None`)."""
+    renoted = _Renoted(stream.collector, wait)
+
+    def events() -> Iterator[StreamEvent]:
+        for event in stream:
+            given = _renoted_event(event, wait)
+            if given is not None:
+                yield given
+
+    given = ChatStream(
+        events(), close=stream.close, provider=stream.collector.provider, on_close=renoted.closed
+    )
+    renoted.hand_over(given.collector)
+    given.collector.reads_from(renoted)
+    return given
+
+
+def _arenoted_stream(stream: AsyncChatStream, wait: float | None) -> AsyncChatStream:
+    """The async twin of `_renoted_stream`."""
+    renoted = _Renoted(stream.collector, wait)
+
+    async def events() -> AsyncIterator[StreamEvent]:
+        async for event in stream:
+            given = _renoted_event(event, wait)
+            if given is not None:
+                yield given
+
+    given = AsyncChatStream(
+        events(), close=stream.aclose, provider=stream.collector.provider, on_close=renoted.closed
+    )
+    renoted.hand_over(given.collector)
+    given.collector.reads_from(renoted)
+    return given

@@ -61,6 +61,7 @@ _HEADERS = tuple(
     for limit in _LIMITS
 )
 """Each limit, with the names of its remaining count and of its reset moment."""
+_REMAINING = tuple(remaining for _, remaining, _ in _HEADERS)
 
 
 class _Info:
@@ -259,6 +260,17 @@ def exhausted_wait(headers: Mapping[str, str], *, now: float | None = None) -> f
     of `0`) reset, read as a 429's `anthropic-ratelimit-*-reset` moments are; `None` when
     none is used up, or none of those says when it resets. `headers` lower-cased, as an
     `HttpResponse` has them: an answer with limits left costs a few dictionary lookups."""
+    # A plain loop that returns at once, for every successful answer goes through it.
+    for remaining in _REMAINING:
+        left = headers.get(remaining)
+        if left is not None and left.strip() == "0":
+            return _used_up_wait(headers, now)
+    return None
+
+
+def _used_up_wait(headers: Mapping[str, str], now: float | None) -> float | None:
+    """`exhausted_wait` where a remaining count reads `0`: until the latest of the resets
+    of those used up."""
     moments = [
         moment
         for _, remaining, reset in _HEADERS

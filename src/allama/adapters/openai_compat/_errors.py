@@ -506,6 +506,7 @@ _REMAINING_KINDS = tuple(
 """The remaining counts an answer may carry (OpenAI's, Groq's and Azure's per limit,
 Together's and OpenRouter's bare one, Cerebras' per minute and per day), each with the
 kind of its `x-ratelimit-reset` header."""
+_REMAINING = tuple(name for name, _ in _REMAINING_KINDS)
 
 
 def exhausted_wait(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
@@ -513,6 +514,17 @@ def exhausted_wait(headers: Mapping[str, str], *, now: float | None = None) -> f
     of `0`) reset, read as a 429's `x-ratelimit-reset-*` headers are; `None` when none is
     used up, or none of those says when it resets. `headers` lower-cased, as an
     `HttpResponse` has them: an answer with limits left costs a few dictionary lookups."""
+    # A plain loop that returns at once, for every successful answer goes through it.
+    for name in _REMAINING:
+        left = headers.get(name)
+        if left is not None and left.strip() == "0":
+            return _used_up_wait(headers, now)
+    return None
+
+
+def _used_up_wait(headers: Mapping[str, str], now: float | None) -> float | None:
+    """`exhausted_wait` where a remaining count reads `0`: the latest of the resets of
+    those used up."""
     waits = [
         seconds
         for name, kind in _REMAINING_KINDS
