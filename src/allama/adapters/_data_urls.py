@@ -82,6 +82,16 @@ def base64_data(url: DataUrl) -> InlineData | None:
     return InlineData(base64.b64encode(data).decode("ascii"), data)
 
 
+def inline_data(url: DataUrl, kind: str) -> InlineData | str:
+    """`base64_data` of an image's or a document's data URL (`kind`), or why it cannot be
+    sent, in the encoders' words: an image's must be base64 (one that is not is an SVG's in
+    practice, which no provider reads), and what is marked base64 must be."""
+    if kind == "image" and not url.base64:
+        return "an image data URL must be base64-encoded"
+    decoded = base64_data(url)
+    return f"the {kind}'s data URL holds no valid base64" if decoded is None else decoded
+
+
 def part_media_type(given: str | None) -> tuple[str, str | None]:
     """A part's media type as providers name it (lower case, its parameters dropped: types
     have no case, and `text/plain; charset=utf-8` is text/plain), and its charset, if any."""

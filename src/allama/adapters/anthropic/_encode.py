@@ -30,8 +30,8 @@ from typing import Any, TypeGuard
 from allama._degradations import FORMAT_NOT_SENT, STOPS_BLANK, Degradations, gives_tools
 from allama.adapters._arguments import call_arguments
 from allama.adapters._data_urls import (
-    base64_data,
     data_url,
+    inline_data,
     inline_media_type,
     part_media_type,
 )
@@ -324,9 +324,9 @@ class _Encoder:
                 )
             return {"type": "url", "url": part.url}
         if inline is not None:  # a data URL: its bytes, which a URL source would not take
-            decoded = base64_data(inline)
-            if decoded is None:
-                raise self.invalid("the document's data URL holds no valid base64")
+            decoded = inline_data(inline, "document")
+            if isinstance(decoded, str):
+                raise self.invalid(decoded)
             data = decoded.raw
             # The URL's type and charset, else the part's, else RFC 2397's text/plain.
             media_type, charset = inline_media_type(inline, part.media_type)
@@ -368,13 +368,11 @@ class _Encoder:
             return {"type": "url", "url": part.url}
         if inline is not None:
             media_type = inline_media_type(inline, part.media_type)[0]  # else the part's
-            if not inline.base64:  # percent-encoded: an SVG's, in practice, not read here
-                raise self.invalid("an image data URL must be base64-encoded")
             # Checked as a document's is, and sent as the standard base64 Anthropic takes as
             # `data`, not with the whitespace, `%3D` or URL-safe `-_` a data URL may hold.
-            decoded = base64_data(inline)
-            if decoded is None:
-                raise self.invalid("the image's data URL holds no valid base64")
+            decoded = inline_data(inline, "image")
+            if isinstance(decoded, str):
+                raise self.invalid(decoded)
             data, raw = decoded
         else:
             media_type = part_media_type(part.media_type)[0]

@@ -42,8 +42,8 @@ from typing import Any
 from allama._degradations import FORMAT_NOT_SENT, Degradations, gives_tools, stops_first
 from allama.adapters._arguments import call_arguments
 from allama.adapters._data_urls import (
-    base64_data,
     data_url,
+    inline_data,
     inline_media_type,
     part_media_type,
 )
@@ -192,11 +192,9 @@ class _Encoder:
             # URL may hold): Gemini reads `inlineData.data` as base64 ("Base64 decoding
             # failed"). A document's not marked base64 goes as its percent-decoded bytes; an
             # image's, in practice an SVG's, Gemini would not read.
-            if not inline.base64 and kind == "image":
-                raise self.invalid("an image data URL must be base64-encoded")
-            decoded = base64_data(inline)
-            if decoded is None:
-                raise self.invalid(f"the {kind}'s data URL holds no valid base64")
+            decoded = inline_data(inline, kind)
+            if isinstance(decoded, str):
+                raise self.invalid(decoded)
             encoded, raw = decoded
             # The URL's type and charset, else the part's. A data URL naming no type
             # (`data:;base64,...`) is text/plain by RFC 2397, but the part's own media type

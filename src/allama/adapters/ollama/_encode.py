@@ -70,8 +70,8 @@ from typing import Any, NamedTuple
 from allama._degradations import FORMAT_NOT_SENT, Degradations, option_tools
 from allama.adapters._arguments import call_arguments
 from allama.adapters._data_urls import (
-    base64_data,
     data_url,
+    inline_data,
     inline_media_type,
     part_media_type,
 )
@@ -217,11 +217,9 @@ class _Encoder:
                     instead="the image was left out",
                 )
                 return None
-            if not inline.base64:  # percent-encoded: an SVG's, in practice, not read here
-                raise self.invalid("an image data URL must be base64-encoded")
-            decoded = base64_data(inline)
-            if decoded is None:
-                raise self.invalid("the image's data URL holds no valid base64")
+            decoded = inline_data(inline, "image")
+            if isinstance(decoded, str):
+                raise self.invalid(decoded)
             encoded, raw = decoded
         if not raw:
             raise self.invalid(
@@ -242,9 +240,9 @@ class _Encoder:
         media_type, charset = part_media_type(part.media_type)
         data: bytes | None
         if inline is not None:
-            decoded = base64_data(inline)
-            if decoded is None:
-                raise self.invalid("the document's data URL holds no valid base64")
+            decoded = inline_data(inline, "document")
+            if isinstance(decoded, str):
+                raise self.invalid(decoded)
             data = decoded.raw
             media_type, charset = inline_media_type(inline, part.media_type)
             media_type = media_type or "text/plain"
