@@ -92,6 +92,16 @@ def inline_data(url: DataUrl, kind: str) -> InlineData | str:
     return f"the {kind}'s data URL holds no valid base64" if decoded is None else decoded
 
 
+def inline_document(url: DataUrl, given: str | None) -> tuple[bytes, str, str | None] | str:
+    """A document's data URL as its bytes, media type and charset (the URL's, else the
+    part's media type `given`, else RFC 2397's text/plain), or why it cannot be sent."""
+    decoded = inline_data(url, "document")
+    if isinstance(decoded, str):
+        return decoded
+    media_type, charset = inline_media_type(url, given)
+    return decoded.raw, media_type or "text/plain", charset
+
+
 def part_media_type(given: str | None) -> tuple[str, str | None]:
     """A part's media type as providers name it (lower case, its parameters dropped: types
     have no case, and `text/plain; charset=utf-8` is text/plain), and its charset, if any."""

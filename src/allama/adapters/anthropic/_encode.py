@@ -32,6 +32,7 @@ from allama.adapters._arguments import call_arguments
 from allama.adapters._data_urls import (
     data_url,
     inline_data,
+    inline_document,
     inline_media_type,
     part_media_type,
 )
@@ -324,13 +325,10 @@ class _Encoder:
                 )
             return {"type": "url", "url": part.url}
         if inline is not None:  # a data URL: its bytes, which a URL source would not take
-            decoded = inline_data(inline, "document")
-            if isinstance(decoded, str):
-                raise self.invalid(decoded)
-            data = decoded.raw
-            # The URL's type and charset, else the part's, else RFC 2397's text/plain.
-            media_type, charset = inline_media_type(inline, part.media_type)
-            media_type = media_type or "text/plain"
+            found = inline_document(inline, part.media_type)
+            if isinstance(found, str):
+                raise self.invalid(found)
+            data, media_type, charset = found
         else:
             data = part.data or b""
         if media_type == "application/pdf":

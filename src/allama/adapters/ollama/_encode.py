@@ -72,7 +72,7 @@ from allama.adapters._arguments import call_arguments
 from allama.adapters._data_urls import (
     data_url,
     inline_data,
-    inline_media_type,
+    inline_document,
     part_media_type,
 )
 from allama.adapters._http import (
@@ -240,12 +240,10 @@ class _Encoder:
         media_type, charset = part_media_type(part.media_type)
         data: bytes | None
         if inline is not None:
-            decoded = inline_data(inline, "document")
-            if isinstance(decoded, str):
-                raise self.invalid(decoded)
-            data = decoded.raw
-            media_type, charset = inline_media_type(inline, part.media_type)
-            media_type = media_type or "text/plain"
+            found = inline_document(inline, part.media_type)
+            if isinstance(found, str):
+                raise self.invalid(found)
+            data, media_type, charset = found
         else:
             data = part.data
         if data is None:
