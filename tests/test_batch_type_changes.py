@@ -2,13 +2,15 @@
 
 An input's key holds the type's schema: a schema that differs in each process (a default
 computed when the module is imported) matches no earlier run's keys, and the run says
-where the schemas differ rather than send every input again without a word.
+where the schemas differ rather than send every input again without a word. The ledger
+keeps each schema once, by its digest (the runs' `types`), not in every run's settings.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -40,8 +42,8 @@ DEFAULT_ADVICE = (
 def _changed(path: str) -> str:
     return (
         "the type `Ticket` has another schema than in an earlier run of the ledger with this "
-        f"provider and model (at `{path}`), so none of that run's inputs is given from it: "
-        "they are sent, and paid for, again"
+        f"provider and model (at `{path}`), so an input of that run given to this one is not "
+        "taken from the ledger: it is sent, and paid for, again"
     )
 
 
@@ -82,11 +84,19 @@ def _ticket(**defaults: Any) -> type[BaseModel]:
 
 
 def _run(
-    tp: Any, ledger: Path, model: str = "m"
+    tp: Any,
+    ledger: Path,
+    model: str = "m",
+    inputs: tuple[str, ...] = ("first", "second"),
+    request: Any = None,
 ) -> tuple[list[BatchResult[Any]], BatchSummary, list[str]]:
-    provider = MockProvider([json.dumps({"title": "t"})] * 2)
+    provider = MockProvider([json.dumps({"title": "t"})] * len(inputs))
     run = allama.batch(
-        provider, tp, ["first", "second"], request=ChatRequest(model).system("s"), ledger=ledger
+        provider,
+        tp,
+        list(inputs),
+        request=ChatRequest(model).system("s") if request is None else request,
+        ledger=ledger,
     )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -95,7 +105,7 @@ def _run(
     return results, run.summary, said
 
 
-def test_a_default_that_differs_in_each_process_is_named_where_the_run_starts(
+def test_a_default_that_differs_in_each_process_is_named_once_an_input_is_sent(
     tmp_path: Path,
 ) -> None:
     ledger = tmp_path / "l.db"
@@ -115,11 +125,20 @@ def test_a_default_that_differs_in_each_process_is_named_where_the_run_starts(
     results, summary, said = _run(second, ledger)
     assert [r.resumed for r in results] == [True, True]
     assert (said, summary.schema_changed) == ([], None)
-    # What is kept is the schema as keys hash it.
-    runs = Ledger(ledger).runs()
-    assert [run["settings"]["schema"] for run in runs] == [
+    # What is kept is the schema as keys hash it, once for the two runs that had it, by
+    # the digest the runs' settings hold.
+    book = Ledger(ledger, read_only=True)
+    digests = [run["settings"]["types"] for run in book.runs()]
+    assert [book.schema(digest) for digest in digests] == [
         json.dumps(type_schema(tp).schema, sort_keys=True) for tp in (first, second, second)
     ]
+    assert ["schema" in run["settings"] for run in book.runs()] == [False] * 3
+    book.close()
+    with sqlite3.connect(ledger) as db:
+        assert db.execute("SELECT digest FROM schemas ORDER BY rowid").fetchall() == [
+            (digests[0],),
+            (digests[1],),
+        ]
 
 
 def test_another_change_of_the_schema_is_named_without_the_advice_on_defaults(
@@ -135,12 +154,18 @@ def test_another_change_of_the_schema_is_named_without_the_advice_on_defaults(
     _run(_ticket(default="a"), ledger)
     _, _, said = _run(_ticket(default="b"), ledger)
     assert said == [_changed("/properties/default/default") + DEFAULT_ADVICE]
-    mine = {"type": "Ticket", "provider": "mock", "model": "m"}
-    theirs = [
-        {**mine, "schema": json.dumps({"properties": {"default": {"type": "string"}}})},
-    ]
-    now = {**mine, "schema": json.dumps({"properties": {"default": {"type": "integer"}}})}
-    assert schema_change(theirs, now) == _changed("/properties/default/type")
+    # A run of a version that kept the schema in its settings, and one kept by digest.
+    mine = {"type": "Ticket", "provider": "mock", "model": "m", "types": "mine"}
+    string = json.dumps({"properties": {"default": {"type": "string"}}})
+    now = json.dumps({"properties": {"default": {"type": "integer"}}})
+    theirs = [{**mine, "types": "theirs", "schema": string}]
+    assert schema_change(theirs, mine, now) == _changed("/properties/default/type")
+    by_digest = {"theirs": string}.get
+    assert schema_change([{**mine, "types": "theirs"}], mine, now, by_digest) == _changed(
+        "/properties/default/type"
+    )
+    # One of its digest: the same schema, its inputs given (the text is not read).
+    assert schema_change([*theirs, mine], mine, now, by_digest) is None
 
 
 def test_a_run_of_another_model_or_type_name_is_not_compared(tmp_path: Path) -> None:
@@ -213,4 +238,73 @@ def test_what_a_later_process_reads_of_the_ledger_names_the_change(tmp_path: Pat
     assert f"RuntimeWarning: {expected}\n" in outcomes[1][1]
     # Before a third run: the settings it would have are a run's of another schema again.
     (*earlier, last) = runs_settings(ledger)
-    assert schema_change(earlier, last) == expected
+    book = Ledger(ledger, read_only=True)
+    schema = book.schema(last["types"])
+    assert schema is not None
+    assert schema_change(earlier, last, schema, book.schema) == expected
+    book.close()
+
+
+def test_a_run_that_sends_no_input_of_another_schema_says_nothing(tmp_path: Path) -> None:
+    # The warning said at the start that inputs were "sent, and paid for, again", whatever
+    # the inputs: it is said once an input the ledger does not hold is claimed.
+    ledger = tmp_path / "l.db"
+    old, new = _ticket(note=""), _ticket()
+    # Requests a function builds (no model in the settings): their keys are a template's.
+    _, summary, said = _run(new, ledger, request=ChatRequest("m").system("s").user)
+    assert (said, summary.schema_changed) == ([], None)
+    _run(old, ledger)
+    results, summary, said = _run(new, ledger)
+    assert [r.resumed for r in results] == [True, True]  # (the function's run's)
+    assert (said, summary.schema_changed) == ([], None)
+    results, summary, said = _run(_ticket(count=1), ledger, inputs=())
+    assert (results, said, summary.schema_changed) == ([], [], None)
+    # An input the ledger does not hold: said once, however many are sent.
+    results, summary, said = _run(_ticket(count=2), ledger, inputs=("first", "third", "x"))
+    assert [r.resumed for r in results] == [False, False, False]
+    assert said == [_changed("/properties/count/default") + DEFAULT_ADVICE]
+    assert summary.schema_changed == said[0]
+
+
+def test_the_schema_is_kept_once_and_read_only_for_the_run_compared(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each run kept its type's schema whole in its settings (660 KB for 20,000 choices),
+    # which every run's start read back: 40 MB and a start three times as long at 60 runs.
+    ledger = tmp_path / "l.db"
+    read: list[str] = []
+    schema_of = Ledger.schema
+
+    def reading(self: Ledger, digest: str) -> str | None:
+        read.append(digest)
+        return schema_of(self, digest)
+
+    monkeypatch.setattr(Ledger, "schema", reading)
+    big = _ticket(code="c" * 10_000)
+    for _ in range(3):
+        _run(big, ledger)
+    _run(_ticket(code="d" * 10_000), ledger)
+    with sqlite3.connect(ledger) as db:
+        settings = [len(text) for (text,) in db.execute("SELECT settings FROM runs")]
+        kept = [len(text) for (text,) in db.execute("SELECT text FROM schemas")]
+    assert len(settings) == 4 and max(settings) < 2_000
+    assert len(kept) == 2 and min(kept) > 10_000
+    assert len(read) == 1  # the last run's: one of the three before it, read once
+    _, _, said = _run(big, ledger)  # a run of its digest: no text read
+    assert len(read) == 1 and said == []
+
+
+def test_a_ledger_whose_runs_kept_their_schema_in_their_settings_is_read(
+    tmp_path: Path,
+) -> None:
+    # A ledger a version made that kept the schema in each run's settings, and none apart.
+    ledger = tmp_path / "l.db"
+    first = _ticket(seen=datetime(2024, 1, 1, tzinfo=UTC))
+    _run(first, ledger)
+    with sqlite3.connect(ledger) as db:
+        (text,) = db.execute("SELECT settings FROM runs").fetchone()
+        settings = {**json.loads(text), "schema": json.dumps(type_schema(first).schema)}
+        db.execute("UPDATE runs SET settings = ?", (json.dumps(settings),))
+        db.execute("DROP TABLE schemas")
+    _, _, said = _run(_ticket(seen=datetime(2024, 1, 2, tzinfo=UTC)), ledger)
+    assert said == [_changed("/properties/seen/default") + DEFAULT_ADVICE]

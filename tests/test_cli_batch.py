@@ -3987,3 +3987,49 @@ def test_a_failure_before_any_pass_is_exported_without_an_enforcement(
     assert failures["doc-13.txt"]["record"] == {"mode": "native", "passes": 0, "repaired": False}
     # One answered (7's, whose answer was no JSON) keeps it.
     assert without_source(failures["doc-07.txt"])["record"] == record()
+
+
+def test_status_json_shows_no_schema_a_run_kept(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Runs kept their type's schema whole in their settings, which the report printed for
+    # each: 3.3 MB for 5 runs of a type of 20,000 choices. The ledger keeps it once, apart.
+    import warnings
+    from typing import Literal
+
+    from pydantic import Field, create_model
+
+    import allama
+    from allama import ChatRequest
+    from allama.mock import MockProvider
+
+    ledger = tmp_path / "l.db"
+    codes = tuple(f"code-{n:05d}" for n in range(2_000))
+
+    def run_once(description: str) -> None:
+        tp = create_model("Product", code=(Literal[codes], Field(description=description)))
+        provider = MockProvider([json.dumps({"code": codes[0]})])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            list(allama.batch(provider, tp, [description], request=ChatRequest("m"), ledger=ledger))
+
+    run_once("first")
+    # As a version that kept the schema in the run's settings left it: no table of them.
+    with sqlite3.connect(ledger) as db:
+        (text,) = db.execute("SELECT settings FROM runs").fetchone()
+        db.execute(
+            "UPDATE runs SET settings = ?", (json.dumps({**json.loads(text), "schema": "{}"}),)
+        )
+        db.execute("DROP TABLE schemas")
+    for _ in range(2):
+        assert main(["batch", "status", str(ledger), "--json"]) == 0
+        out = capsys.readouterr().out
+        report = json.loads(out)
+        assert ["schema" in run["settings"] for run in report["runs"]] == [False] * len(
+            report["runs"]
+        )
+        assert all(len(run["settings"]["types"]) == 12 for run in report["runs"])
+        assert len(out) < 8_000
+        run_once("second")
+    with sqlite3.connect(ledger) as db:
+        assert db.execute("SELECT COUNT(*) FROM schemas").fetchone() == (1,)

@@ -738,10 +738,10 @@ def test_a_run_whose_types_default_changed_says_where_the_schemas_differ(
     assert len(server.bodies) == 2  # paid again: the key holds the schema
     changed = (
         "the type `Row` has another schema than in an earlier run of the ledger with this "
-        "provider and model (at `/properties/n/default`), so none of that run's inputs is "
-        "given from it: they are sent, and paid for, again; a default computed when the "
-        "module is imported (`uuid4()`, `datetime.now()`) differs in each process: "
-        "`Field(default_factory=...)` keeps it out of the schema"
+        "provider and model (at `/properties/n/default`), so an input of that run given to "
+        "this one is not taken from the ledger: it is sent, and paid for, again; a default "
+        "computed when the module is imported (`uuid4()`, `datetime.now()`) differs in each "
+        "process: `Field(default_factory=...)` keeps it out of the schema"
     )
     assert (
         "ledger: the document is not in it; its 1 input was extracted with other settings "

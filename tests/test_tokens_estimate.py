@@ -150,3 +150,94 @@ def test_image_size_reads_no_more_than_a_header_holds() -> None:
     assert image_size(_jpeg(640, 480)[:100]) is None
     assert image_size(b"\xff\xd8\xff\xda") is None
     assert image_size(_webp(16383, 9)) == (16383, 9)
+
+
+def test_a_document_is_read_once_while_it_lives_not_at_each_send(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A template's PDF is in every input's request, each guessed at each send (retries and
+    # repairs too): it was read again each time, a few ms of the event loop a MB.
+    import allama._tokens as tokens
+
+    read: list[int] = []
+
+    def counting(data: bytes) -> int:
+        read.append(len(data))
+        return pdf_pages(data)
+
+    monkeypatch.setattr(tokens, "pdf_pages", counting)
+    pdf = _pdf(b"<< /Type /Page >>", b"<< /Type /Page >>")
+    shared = DocumentPart(data=pdf, media_type="application/pdf", title="invoice")
+    equal = DocumentPart(data=bytes(bytearray(pdf)), media_type="application/pdf", title="invoice")
+    guessed = [
+        guessed_input_tokens(ChatRequest("m").user(ASKED + str(n), part))
+        for n, part in enumerate((shared, shared, equal, shared))
+    ]
+    assert guessed == [(21 + 7) // 4 + 4000] * 4
+    assert read == [len(pdf)]
+    # Without media, its text alone, as before: the PDF is not read for it.
+    assert guessed_input_tokens(ChatRequest("m").user(ASKED, shared), media=False) == 6
+    assert read == [len(pdf)]
+
+
+def test_an_image_in_a_data_url_is_sized_from_its_first_few_kb(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A 5 MB PNG's data URL was decoded whole at each send, its header alone needed.
+    import allama._tokens as tokens
+
+    seen: list[int] = []
+
+    def recording(data: bytes) -> tuple[int, int] | None:
+        seen.append(len(data))
+        return image_size(data)
+
+    monkeypatch.setattr(tokens, "image_size", recording)
+    large = base64.b64encode(_png(1000, 1000) + b"\0" * 5_000_000).decode()
+    wrapped = "\n".join(large[at : at + 76] for at in range(0, 20_000, 76)) + large[20_000:]
+    for url in (f"data:image/png;base64,{large}", f"DATA:image/png;BASE64,{wrapped}"):
+        assert guessed_input_tokens(_asking(ImagePart(url=url))) == 7 + 1334
+    assert seen and max(seen) <= 6_144
+    # A JPEG's frame header past a long EXIF segment is read as far as it lies.
+    seen.clear()
+    exif = b"\xff\xe1" + struct.pack(">H", 2 + 60_000) + b"\0" * 60_000
+    jpeg = _jpeg(640, 480)
+    photo = jpeg[:2] + exif + jpeg[2:] + b"\0" * 1_000_000
+    url = "data:image/jpeg;base64," + base64.b64encode(photo).decode()
+    assert guessed_input_tokens(_asking(ImagePart(url=url))) == 7 + 410
+    assert max(seen) < 200_000
+    # What is not base64 where the header is counts as an image not read, as before.
+    assert guessed_input_tokens(_asking(ImagePart(url="data:image/png;base64,*" + large))) == (
+        7 + 1600
+    )
+
+
+def _object_stream(content: bytes) -> bytes:
+    packed = zlib.compress(content)
+    head = b"<< /Type /ObjStm /Filter /FlateDecode /Length %d >>\nstream\n" % len(packed)
+    return head + packed + b"\nendstream"
+
+
+@pytest.mark.parametrize(
+    "streams",
+    [
+        ("pages", "large"),  # the cap met after the pages: counted 2, the pages it saw
+        ("large", "pages"),  # met before them: counted 3, one a 50 KB begun
+        ("other", "pages"),  # a stream not Flate, not read: counted 2
+    ],
+)
+def test_a_pdf_whose_object_streams_are_not_all_read_counts_at_least_by_its_size(
+    monkeypatch: pytest.MonkeyPatch, streams: tuple[str, ...]
+) -> None:
+    import allama._tokens as tokens
+
+    monkeypatch.setattr(tokens, "_PDF_INFLATED", 1_000)  # (4 MB: the test made small)
+    made = {
+        "pages": _object_stream(b"2 0 3 30 << /Type /Page >> << /Type /Page >>"),
+        "large": _object_stream(b" " * 5_000),
+        "other": b"<< /Type /ObjStm /Filter /LZWDecode >>\nstream\n\x80\x0b\x60\nendstream",
+    }
+    pdf = _pdf(*(made[name] for name in streams), padding=120_000)
+    assert pdf_pages(pdf) == 3
+    # Read whole, its pages are what they say, whatever its size.
+    assert pdf_pages(_pdf(made["pages"], padding=120_000)) == 2

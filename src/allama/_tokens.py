@@ -8,26 +8,36 @@ providers count them, from what their bytes tell without decoding the images or 
 
 - an image: as Anthropic counts one (width x height / 750, the image scaled to fit 1568
   pixels a side, at most 1,600 tokens), at least 85 (OpenAI's least, at low detail). Its
-  size is read from a PNG, JPEG, GIF or WebP header; an image of another format, or given
-  by URL, counts 1,600. OpenAI counts a large one at about half that (tiles of 512 pixels,
-  170 tokens each, and 85), Gemini at 258 a tile of 768 pixels.
+  size is read from a PNG, JPEG, GIF or WebP header (of a data URL, the first few KB
+  decoded); an image of another format, or given by URL, counts 1,600. OpenAI counts a
+  large one at about half that (tiles of 512 pixels, 170 tokens each, and 85), Gemini at
+  258 a tile of 768 pixels.
 - a PDF: 2,000 tokens a page, as Anthropic and OpenAI read one (each page's text and an
   image of it: Anthropic says 1,500 to 3,000 a page); Gemini counts 258 a page. Its pages
-  are counted by its `/Type /Page` objects, those in its object streams too (a few MB of
-  them inflated at most), else one a 50 KB begun.
+  are counted by its `/Type /Page` objects, those in its object streams too (4 MB of them
+  inflated at most); one whose pages are not all seen so counts one a 50 KB begun, or
+  the pages seen where they are more (`pdf_pages`).
 - a document given by URL, or of another type, counts as one PDF page.
 
 So the guess errs high for Gemini's images and PDFs, and low for code, scripts other than
 Latin, and a document by URL longer than a page.
+
+What a document counts is kept while the part lives (`_counted`): a request is guessed at
+each send, its retries and repairs too, and a template's parts are in every input's
+request, so a PDF of a few MB is read once, not at each send.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import contextlib
 import math
 import re
 import zlib
 from typing import TYPE_CHECKING
 from urllib.parse import unquote_to_bytes
+from weakref import WeakKeyDictionary
 
 if TYPE_CHECKING:
     from allama.adapters._data_urls import DataUrl
@@ -74,6 +84,17 @@ _PDF_OBJECT_STREAM = re.compile(rb"/Type\s*/ObjStm(?![A-Za-z])")
 _PDF_INFLATED = 4_000_000
 """How many bytes of a PDF's object streams are inflated at most, to find its pages."""
 
+_IMAGE_HEAD = 8_192
+"""How many characters of an image's data URL are decoded first, for its size: about 6 KB,
+which hold a PNG's, GIF's or WebP's header and most JPEGs' frame header."""
+
+_COUNTED: WeakKeyDictionary[DocumentPart, dict[bool, tuple[int, int]]] = WeakKeyDictionary()
+"""What each document part counts (its characters of text, its tokens), with media and
+without, kept while the part lives. Parts are frozen models that hash by their fields,
+whose bytes and text keep their hash once made: finding a part costs a few microseconds,
+its bytes hashed once (a quarter of a millisecond a MB), where reading a PDF of 5 MB costs
+2 to 17 ms, and one in a data URL 40. An image is not kept: its header alone is read."""
+
 
 def guessed_input_tokens(request: ChatRequest, *, media: bool = True) -> int:
     """The request's input tokens, as the module says. `media=False`: its text alone (text
@@ -93,12 +114,32 @@ def guessed_input_tokens(request: ChatRequest, *, media: bool = True) -> int:
             if isinstance(part, TextPart):
                 chars += len(part.text)
             elif isinstance(part, DocumentPart):
-                text, counted = _document(part, media=media)
-                chars += len(text) + len(part.title or "")
+                counted_chars, counted = _counted(part, media)
+                chars += counted_chars
                 tokens += counted
             elif media and isinstance(part, ImagePart):
-                tokens += _image_tokens(part)
+                tokens += _image_tokens(part)  # (its header alone: microseconds)
     return chars // CHARS_PER_TOKEN + tokens
+
+
+def _counted(part: DocumentPart, media: bool) -> tuple[int, int]:
+    """A document's characters of text and tokens (`media` as `guessed_input_tokens`
+    takes it), read once while the part lives (`_COUNTED`)."""
+    try:
+        kept = _COUNTED.get(part)
+    except TypeError:  # (a part that neither hashes nor is weakly referred to: read again)
+        kept = None
+    found = None if kept is None else kept.get(media)
+    if found is not None:
+        return found
+    text, tokens = _document(part, media=media)
+    found = (len(text) + len(part.title or ""), tokens)
+    if kept is None:
+        with contextlib.suppress(TypeError):
+            _COUNTED[part] = {media: found}
+    else:
+        kept[media] = found
+    return found
 
 
 def _document(part: DocumentPart, *, media: bool) -> tuple[str, int]:
@@ -143,42 +184,94 @@ def _inline_bytes(url: DataUrl) -> bytes | None:
 
 def pdf_pages(data: bytes) -> int:
     """A PDF's pages, roughly: its page objects, those in its object streams too (which a
-    PDF since 1.5 may keep them in, compressed: read up to a few MB in all), else one a
-    50 KB begun."""
+    PDF since 1.5 may keep them in, compressed: 4 MB of them inflated at most). Where its
+    pages are not all seen so (none shows; or an object stream is past the 4 MB, cut by
+    them, or not Flate), it counts one page a 50 KB begun, or the pages seen where they
+    are more: the same whether the cap fell before the streams holding its pages or among
+    them, where the pages seen before it were counted alone."""
     found = len(_PDF_PAGE.findall(data))
     if found:
         return found
     view = memoryview(data)
     budget = _PDF_INFLATED
+    whole = True
     for stream in _PDF_OBJECT_STREAM.finditer(data):
         begins = data.find(b"stream", stream.end())
-        if begins < 0 or budget <= 0:
+        if begins < 0:
+            break
+        if budget <= 0:
+            whole = False
             break
         begins += 6
         begins += 2 if data[begins : begins + 2] == b"\r\n" else 1
+        inflating = zlib.decompressobj()
         try:
-            inflated = zlib.decompressobj().decompress(view[begins:], budget)
+            inflated = inflating.decompress(view[begins:], budget)
         except zlib.error:  # not Flate: not read
+            whole = False
             continue
         budget -= len(inflated)
+        whole = whole and inflating.eof  # (a stream the cap cut, or cut short itself)
         found += len(_PDF_PAGE.findall(inflated))
-    return found or max(1, -(-len(data) // _PDF_BYTES_PER_PAGE))
+    by_size = max(1, -(-len(data) // _PDF_BYTES_PER_PAGE))
+    if not whole:
+        return max(found, by_size)
+    return found or by_size
 
 
 def _image_tokens(part: ImagePart) -> int:
-    from allama.adapters._data_urls import data_url
-
-    data = part.data
     if part.url is not None:
-        inline = data_url(part.url)
-        data = None if inline is None else _inline_bytes(inline)
-    size = None if data is None else image_size(data)
+        size = _inline_image_size(part.url)
+    else:
+        size = None if part.data is None else image_size(part.data)
     if size is None:
         return IMAGE_TOKENS
     width, height = size
     scale = min(1.0, _IMAGE_EDGE / max(width, height, 1))
     pixels = (width * scale) * (height * scale)
     return max(_LEAST_IMAGE_TOKENS, min(IMAGE_TOKENS, math.ceil(pixels / _PIXELS_PER_TOKEN)))
+
+
+def _inline_image_size(url: str) -> tuple[int, int] | None:
+    """The size of an image given by URL, where it is a data URL: from the first few KB of
+    its data (`_IMAGE_HEAD`), not all of it, nor a copy of it. A JPEG whose frame header
+    lies past them (after an EXIF thumbnail) is read 16 times as far, and so on, up to the
+    whole."""
+    from allama.adapters._data_urls import data_url
+
+    begins = url.find(",") + 1
+    inline = data_url(url[:begins]) if begins else None  # (its header alone)
+    if inline is None:
+        return None
+    chars = _IMAGE_HEAD
+    while begins + chars < len(url):
+        head = _leading_bytes(url[begins : begins + chars], encoded=inline.base64)
+        if head is None:
+            return None
+        size = image_size(head)
+        if size is not None or head[:2] != b"\xff\xd8":
+            return size
+        chars *= 16
+    data = _inline_bytes(inline._replace(data=url[begins:]))
+    return None if data is None else image_size(data)
+
+
+_WHITESPACE = b" \t\n\f\r"
+
+
+def _leading_bytes(text: str, *, encoded: bool) -> bytes | None:
+    """The bytes the start of a data URL's data holds (its last escape and base64 quantum
+    left out where cut); `None` where what is marked base64 is not (a guess: the whole
+    is checked when the part is sent)."""
+    cut = text.rfind("%", len(text) - 2)
+    data = unquote_to_bytes(text if cut < 0 else text[:cut])
+    if not encoded:
+        return data
+    data = data.translate(None, _WHITESPACE)
+    try:  # (the URL-safe alphabet too, as `base64_data` reads it)
+        return base64.b64decode(data[: len(data) // 4 * 4], b"-_", validate=True)
+    except binascii.Error:
+        return None
 
 
 def image_size(data: bytes) -> tuple[int, int] | None:

@@ -123,7 +123,13 @@ CREATE TABLE IF NOT EXISTS jobs (
     clock TEXT,
     input_file TEXT
 );
+CREATE TABLE IF NOT EXISTS schemas (digest TEXT PRIMARY KEY, text TEXT NOT NULL);
 """
+"""The tables, made where missing each time a run opens the ledger. The last, `schemas`, holds
+the schema of each run's type once per digest (the run's `types` setting), which a later
+run of a type of the same name compares its own with (`Ledger.schema`): added to an older
+ledger so, with no new schema version, as a version without it reads and writes the ledger
+as it did (its runs keep no schema, and none is compared with theirs)."""
 
 _ADDED_COLUMNS = (("job", "TEXT"), ("log", "TEXT"), ("source", "TEXT"), ("reopened", "TEXT"))
 """Columns of `items` added since schema 1, added to older ledgers: `job` and `log` in
@@ -322,9 +328,13 @@ class Ledger:
         *,
         settings: dict[str, Any] | None = None,
         read_only: bool = False,
+        schema: tuple[str, str] | None = None,
     ):
-        """Open (or create) the ledger at `path`; `settings` registers a run. `read_only`
-        opens an existing ledger for reading (`LedgerError` when there is none)."""
+        """Open (or create) the ledger at `path`; `settings` registers a run, and `schema`
+        the digest and text of its type's schema, kept once per digest (`schema`) rather
+        than in each run's settings (a type of 20,000 choices has a schema of 660 KB).
+        `read_only` opens an existing ledger for reading (`LedgerError` when there is
+        none)."""
         self.path = Path(path)
         self.run_id = uuid.uuid4().hex
         self._read_only = read_only
@@ -362,15 +372,17 @@ class Ledger:
             # at once take turns, rather than each adding the same column.
             db.executescript("BEGIN IMMEDIATE;" + _SCHEMA)
             try:
-                self._upgrade_and_register(settings)
+                self._upgrade_and_register(settings, schema)
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
             db.execute("COMMIT")
 
-    def _upgrade_and_register(self, settings: dict[str, Any] | None) -> None:
+    def _upgrade_and_register(
+        self, settings: dict[str, Any] | None, schema: tuple[str, str] | None = None
+    ) -> None:
         """Within the opening transaction: columns added by later versions, the schema's
-        version, and this run."""
+        version, and this run, with its type's schema unless a run kept it."""
         db = self._connection
         _check_version(db, self.path)
         columns = item_columns(db)
@@ -413,6 +425,8 @@ class Ledger:
             )
             self._last_beat = now
             self._began = (now, since_boot())
+        if schema is not None:
+            db.execute("INSERT OR IGNORE INTO schemas (digest, text) VALUES (?, ?)", schema)
 
     # Writing
 
@@ -1041,7 +1055,7 @@ class Ledger:
         earlier version), by name and run id, read at once; read apart once the ledger
         is closed (a run that ended, writing what the ledger holds of inputs it did not
         reach)."""
-        query = "SELECT run_id, settings FROM runs"
+        query = "SELECT run_id, settings FROM runs ORDER BY rowid"  # (as they began)
         try:
             with self._lock:
                 found = self._connection.execute(query).fetchall()
@@ -1061,6 +1075,17 @@ class Ledger:
                 setting = kept.get(name) if isinstance(kept, dict) else None
                 settings[name][str(run_id)] = setting if isinstance(setting, str) else None
         return settings
+
+    def schema(self, digest: str) -> str | None:
+        """The text of the type's schema a run of the ledger kept by its digest (its `types`
+        setting); `None` where no run kept it (a run of an earlier version)."""
+        query = "SELECT text FROM schemas WHERE digest = ?"
+        try:
+            with self._lock:
+                found = self._connection.execute(query, (digest,)).fetchone()
+        except sqlite3.OperationalError:  # read only, a ledger no run of this version opened
+            return None
+        return None if found is None else str(found[0])
 
     def paid(self, like: dict[str, Any] | None = None) -> tuple[Decimal, dict[str, str]]:
         """What the ledger's inputs paid for, in all (done or not), and the cost kept for
@@ -1576,6 +1601,8 @@ class LedgerWriter:
         self._loop = asyncio.get_running_loop()
         self._pending: list[tuple[Callable[[], Any], asyncio.Future[Any]]] = []
         self.commits = 0
+        self.first_unknown: Callable[[], None] | None = None
+        """Called once, when a claim first finds an input the ledger did not hold."""
         # The run says it is alive while nothing is written too (calls that take minutes,
         # a long pause after a 429): a run on another host would take its inputs over.
         self._beating = self._loop.create_task(self._beat())
@@ -1596,6 +1623,9 @@ class LedgerWriter:
         claimed: Claim = await self._submit(
             lambda: self._ledger._claim(key, position, label, retry_failed=retry_failed)
         )
+        if claimed.row is None and self.first_unknown is not None:
+            told, self.first_unknown = self.first_unknown, None
+            told()
         return claimed
 
     async def kept(self, key: str) -> LedgerRow | None:

@@ -370,8 +370,9 @@ class BatchSummary:
     its attempts so far answered."""
     schema_changed: str | None = None
     """Where the type's schema differs from that of an earlier run of the ledger of a type
-    of the same name, provider and model (`schema_change`): that run's inputs are not
-    given from the ledger, their keys holding its schema. Also a `RuntimeWarning`."""
+    of the same name, provider and model (`schema_change`), once the run claims an input the
+    ledger does not hold: an input of that run is not given from the ledger, its key
+    holding that run's schema. Also a `RuntimeWarning`."""
     request_warnings: Counter[tuple[str, str]] = field(default_factory=Counter)
     """Inputs whose request the provider did not take as asked (`BatchResult.warnings`),
     by what the warning is about (a request field's name: `"temperature"`) and its kind
@@ -687,6 +688,9 @@ class _Spec:
     job_size: int | None = None
     template: ChatRequest | None = None
     """The request each text input is added to, when `request` was one."""
+    schema: str = ""
+    """The type's schema as keys hash it (`_schema_text`): the ledger keeps it once per
+    digest (`Ledger.schema`), for a later run to say where its own differs."""
     adapter: TypeAdapter[Any] = field(init=False)
     key: Callable[[Any, ChatRequest], str] = field(init=False)
     """The key of an input and the request built from it (`input_key`)."""
@@ -1047,6 +1051,7 @@ def _spec(
     provider_key = key_name(provider)
     if ledger is not None and (provider_key != provider.name or "failover(" in provider_key):
         provider_key = _kept_key_name(Path(ledger), provider, provider_key)
+    schema = _schema_text(tp)
     settings: dict[str, Any] = {
         "provider": provider_key,
         "endpoint": _endpoint(provider),
@@ -1062,11 +1067,11 @@ def _spec(
             provider_key, tp, request if isinstance(request, ChatRequest) else None
         ),
         # The same, with no request: runs of requests a function builds and of a template
-        # share it, and their inputs' keys may match (`_Agreement`).
+        # share it, and their inputs' keys may match (`_Agreement`). Also the digest the
+        # ledger keeps the schema by, once (`_Spec.schema`), so that a later run of a type
+        # of the same name whose schema differs (a default computed at import) can say
+        # where (`schema_change`).
         "types": _inputs_of(provider_key, tp, None),
-        # Kept whole, so that a later run of a type of the same name whose schema differs
-        # (a default computed at import) can say where (`schema_change`).
-        "schema": _schema_text(tp),
     }
     if provider_batch:
         settings["provider_batch"] = {"retry": job_retry}
@@ -1093,6 +1098,7 @@ def _spec(
         max_poll_interval=max(600.0, poll_interval),
         job_size=job_size,
         template=request if isinstance(request, ChatRequest) else None,
+        schema=schema,
     )
 
 
@@ -1459,28 +1465,42 @@ def _schema_text(tp: Any) -> str:
 _SAME_JOB = ("type", "provider", "model")
 """The settings of an earlier run that, the same, make its type's schema worth comparing."""
 
+_COMPARED = (*_SAME_JOB, "types", "schema")
+"""The settings `schema_change` reads of a ledger's runs. `schema` is the text a run kept in
+its settings before the ledger kept each schema apart, once (`Ledger.schema`)."""
 
-def schema_change(earlier: Iterable[Mapping[str, Any]], mine: Mapping[str, Any]) -> str | None:
-    """Why no input of an earlier run of a type of the same name, provider and model is
-    given from the ledger to a run of settings `mine`: the first place where the schema of
-    the last such run in `earlier` (the settings of a ledger's other runs, in the order they
-    began) differs from this run's, a key holding the schema. `None` when one of them has
-    this run's schema (whose inputs are given), or none of them kept its own (a run of an
-    earlier version)."""
-    schema = mine.get("schema")
-    if not isinstance(schema, str):
-        return None
-    last: str | None = None
+
+def schema_change(
+    earlier: Iterable[Mapping[str, Any]],
+    mine: Mapping[str, Any],
+    schema: str,
+    kept: Callable[[str], str | None] = lambda digest: None,
+) -> str | None:
+    """Why an input of an earlier run of a type of the same name, provider and model is not
+    given from the ledger to a run of settings `mine` and type's schema `schema`: the first
+    place where the schema of the last such run in `earlier` (the settings of a ledger's
+    other runs, in the order they began) differs from this one, a key holding the schema.
+    `None` when one of them has this schema (its digest, `types`, is this run's: whose
+    inputs are given), or none of them kept its own (a run of an earlier version). Only the
+    last one's schema is read, by its digest (`kept`: `Ledger.schema`), or from its
+    settings, where a run of an earlier version kept it."""
+    candidates: list[Mapping[str, Any]] = []
     for theirs in earlier:
-        if not isinstance(theirs, Mapping):
+        if not isinstance(theirs, Mapping) or any(theirs.get(n) != mine.get(n) for n in _SAME_JOB):
             continue
-        kept = theirs.get("schema")
-        if not isinstance(kept, str) or any(theirs.get(n) != mine.get(n) for n in _SAME_JOB):
-            continue
-        if kept == schema:
+        if theirs.get("types") is not None and theirs.get("types") == mine.get("types"):
             return None
-        last = kept
-    if last is None:
+        candidates.append(theirs)
+    last: str | None = None
+    for theirs in reversed(candidates):  # the last one whose schema is kept
+        text, digest = theirs.get("schema"), theirs.get("types")
+        if isinstance(text, str):
+            last = text
+        elif isinstance(digest, str):
+            last = kept(digest)
+        if last is not None:
+            break
+    if last is None or last == schema:
         return None
     try:
         tokens = _first_difference(json.loads(last), json.loads(schema))
@@ -1490,8 +1510,9 @@ def schema_change(earlier: Iterable[Mapping[str, Any]], mine: Mapping[str, Any])
         return None
     said = (
         f"the type `{mine.get('type')}` has another schema than in an earlier run of the "
-        f"ledger with this provider and model (at `{display(child('', *tokens))}`), so "
-        "none of that run's inputs is given from it: they are sent, and paid for, again"
+        f"ledger with this provider and model (at `{display(child('', *tokens))}`), so an "
+        "input of that run given to this one is not taken from the ledger: it is sent, and "
+        "paid for, again"
     )
     if any(
         token == "default" and (at == 0 or tokens[at - 1] not in SCHEMA_MAPS)
@@ -1502,6 +1523,22 @@ def schema_change(earlier: Iterable[Mapping[str, Any]], mine: Mapping[str, Any])
             "differs in each process: `Field(default_factory=...)` keeps it out of the schema"
         )
     return said
+
+
+def ledger_schema_change(
+    book: Ledger, spec: _Spec, kept: Mapping[str, Mapping[str, str | None]] | None = None
+) -> str | None:
+    """`schema_change` of the runs of the ledger other than this one (`book.run_id`), of a
+    run of `spec`, reading only what it compares: their settings (`kept`, where read
+    already), and the text of one schema."""
+    if kept is None:
+        kept = book.settings_of_runs(*_COMPARED)
+    earlier = [
+        {name: kept[name].get(run_id) for name in _COMPARED}
+        for run_id in kept["types"]
+        if run_id != book.run_id
+    ]
+    return schema_change(earlier, spec.settings, spec.schema, book.schema)
 
 
 _ABSENT = object()
@@ -3012,30 +3049,36 @@ class _Runner:
         """Open the run's ledger, registering the run, and read what it needs from it: what
         earlier runs paid (`carry_from`), and each run's endpoint."""
         try:
-            self.book = Ledger(path, settings=self.spec.settings)
+            self.book = Ledger(
+                path,
+                settings=self.spec.settings,
+                schema=(self.spec.settings["types"], self.spec.schema),
+            )
         except sqlite3.Error as error:  # a lock held, a place it cannot write: named
             raise LedgerError(
                 f"the ledger `{path}` cannot be opened for the run: {error}"
             ) from error
         self.ledger = LedgerWriter(self.book)
         self.carry_from(self.book)
-        self.writers.update(self.book.settings_of_runs(*_WRITERS_SETTINGS))
-        self.say_schema_change(self.book)
+        # The runs' settings read once, for both.
+        kept = self.book.settings_of_runs(*_WRITERS_SETTINGS, *_COMPARED)
+        self.writers.update({name: kept[name] for name in _WRITERS_SETTINGS})
+        self.say_schema_change(self.ledger, ledger_schema_change(self.book, self.spec, kept))
 
-    def say_schema_change(self, book: Ledger) -> None:
-        """Warn, once at the start, where the type's schema differs from that of an earlier
-        run of a type of the same name, provider and model (`schema_change`): its inputs,
-        whose keys hold the schema, are all sent again, which nothing else says."""
-        kept = book.settings_of_runs(*_SAME_JOB, "schema")
-        earlier = [
-            {name: kept[name].get(run_id) for name in kept}
-            for run_id in kept["schema"]
-            if run_id != book.run_id
-        ]
-        said = schema_change(earlier, self.spec.settings)
-        if said is not None:
+    def say_schema_change(self, ledger: LedgerWriter, said: str | None) -> None:
+        """Warn where the type's schema differs from that of an earlier run of a type of the
+        same name, provider and model (`schema_change`), once the run claims an input the
+        ledger does not hold (`LedgerWriter.first_unknown`): an input of that run, whose key
+        holds its schema, is sent again, which nothing else says; a run whose inputs the
+        ledger all holds sends none of them again."""
+        if said is None:
+            return
+
+        def say() -> None:
             self.summary.schema_changed = said
             warnings.warn(said, RuntimeWarning, stacklevel=2)
+
+        ledger.first_unknown = say
 
     def _writers(self, row: LedgerRow, name: str) -> str | None:
         """The setting `name` of the run that finished `row`; `None` where it kept none."""

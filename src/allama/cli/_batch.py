@@ -1069,8 +1069,7 @@ def _in_ledger(run: Any, ledger: Path) -> str | None:
     none = "the document is not" if total == 1 else f"none of these {total} {noun} is"
     if _runs_alike(ledger, spec.settings.get("inputs")):
         return f"ledger: {none} in it; it holds {held} other{'' if held == 1 else 's'}"
-    from allama.batch._ledger import runs_settings
-    from allama.batch._run import schema_change
+    from allama.batch._run import ledger_schema_change
 
     inputs = "input was" if held == 1 else "inputs were"
     said = (
@@ -1078,7 +1077,13 @@ def _in_ledger(run: Any, ledger: Path) -> str | None:
         f"prompt, model or provider), and stay{'s' if held == 1 else ''}"
     )
     # The type of an earlier run's name, provider and model with another schema: where.
-    changed = schema_change(runs_settings(ledger), spec.settings)
+    changed = None
+    with contextlib.suppress(sqlite3.Error, LedgerError):
+        book = Ledger(ledger, read_only=True)
+        try:
+            changed = ledger_schema_change(book, spec)
+        finally:
+            book.close()
     return said if changed is None else f"{said}: {changed}"
 
 
@@ -2282,10 +2287,19 @@ def _runs(ledger: Any) -> list[dict[str, Any]]:
             else round(run["finished_at"] - run["started_at"], 3),
             "heartbeat_at": _iso(run["heartbeat"]),
             "stopped": run["stopped"],
-            "settings": run["settings"],
+            "settings": _shown_settings(run["settings"]),
         }
         for run in ledger.runs()
     ]
+
+
+def _shown_settings(settings: Any) -> Any:
+    """A run's settings as the report shows them: without the type's schema that runs of an
+    earlier version kept whole in theirs (660 KB for a type of 20,000 choices, in each run),
+    its digest being `types`; the ledger now keeps it apart, once."""
+    if isinstance(settings, dict) and "schema" in settings:
+        return {name: value for name, value in settings.items() if name != "schema"}
+    return settings
 
 
 def _input_sets(ledger: Any, runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
