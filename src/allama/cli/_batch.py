@@ -165,8 +165,20 @@ def add_batch_parser(commands: Any) -> None:
         metavar="FILE",
         help=f"a file holding the system prompt (default: {DEFAULT_PROMPT!r})",
     )
-    asking.add_argument("--max-output-tokens", type=_positive_int, metavar="N")
-    asking.add_argument("--temperature", type=_finite_float, metavar="T")
+    asking.add_argument(
+        "--max-output-tokens",
+        type=_positive_int,
+        metavar="N",
+        help="the most tokens each answer may have (default: the provider's own; on "
+        "Anthropic, which needs one, 16,384 or the model's limit)",
+    )
+    asking.add_argument(
+        "--temperature",
+        type=_finite_float,
+        metavar="T",
+        help="the sampling temperature (default: the model's own); one the model refuses is "
+        "left out, and said so",
+    )
     extracting = run.add_argument_group("extraction")
     extracting.add_argument(
         "--repair", action="store_true", help="strip fences and prose around the JSON"
@@ -196,15 +208,20 @@ def add_batch_parser(commands: Any) -> None:
         help="inputs in flight at once (default: 8; 1 for local, which runs one llama.cpp "
         "slot per input in flight)",
     )
-    running.add_argument("--rpm", type=_positive_float, metavar="N", help="requests per minute")
-    running.add_argument("--tpm", type=_positive_float, metavar="N", help="tokens per minute")
+    running.add_argument(
+        "--rpm", type=_positive_float, metavar="N", help="requests per minute (default: no limit)"
+    )
+    running.add_argument(
+        "--tpm", type=_positive_float, metavar="N", help="tokens per minute (default: no limit)"
+    )
     running.add_argument(
         "--max-cost",
         type=_dollars,
         metavar="USD",
         help="stop starting new inputs once the known cost reaches this (exit status 3); "
         "a --model of no known price goes one input at a time until an answer's cost is "
-        "known; refused with a model run locally, which has no price",
+        "known; refused with a model run locally or an endpoint of your own "
+        "(openai-compatible, anthropic-compatible), which have no price",
     )
     running.add_argument(
         "--max-attempts",
@@ -237,7 +254,11 @@ def add_batch_parser(commands: Any) -> None:
         help="seconds before a job is read again, growing to ten minutes (default: 30)",
     )
     jobs.add_argument(
-        "--job-size", type=_positive_int, metavar="N", help="the most requests in one job"
+        "--job-size",
+        type=_positive_int,
+        metavar="N",
+        help="the most requests in one job (default: the provider's limit: OpenAI 50,000, "
+        "Anthropic and Gemini 100,000, and their byte limits)",
     )
     running.add_argument(
         "--progress-every",
@@ -291,7 +312,9 @@ def add_batch_parser(commands: Any) -> None:
         "--failed writes the failures instead.",
     )
     export.add_argument("ledger", metavar="LEDGER")
-    export.add_argument("--out", default="-", help="the file to write (default: stdout)")
+    export.add_argument(
+        "--out", default="-", help="the file to write (default: stdout, also named `-`)"
+    )
     export.add_argument(
         "--failed",
         action="store_true",
