@@ -1,6 +1,7 @@
-"""Data URLs in image and document parts, as Anthropic, Gemini and Ollama are sent them: one
-reader for all three. A data URL's `charset` is read as a part's own media type's is (RFC
-2397: `data:text/plain;charset=iso-8859-1;base64,...`); its data is read as browsers read it,
+"""Data URLs in image and document parts, as Anthropic, Gemini, Ollama and OpenAI (Chat
+Completions and the Responses API) are sent them: one reader for all. A data URL's `charset`
+is read as a part's own media type's is (RFC 2397:
+`data:text/plain;charset=iso-8859-1;base64,...`); its data is read as browsers read it,
 percent-decoded first (`%3D` is `=`), so a document's text not marked base64 goes as its
 text; base64 of the URL-safe alphabet is read too, and every provider is sent standard
 base64."""
@@ -17,7 +18,14 @@ from allama import ChatRequest
 from allama.errors import InvalidRequestError
 from allama.types import DocumentPart, ImagePart
 
-MODELS = {"anthropic": "claude-sonnet-4-5", "gemini": "gemini-2.5-flash", "ollama": "llava"}
+MODELS = {
+    "anthropic": "claude-sonnet-4-5",
+    "gemini": "gemini-2.5-flash",
+    "ollama": "llava",
+    "openai": "gpt-4.1",
+    "openai-responses": "gpt-4.1",
+}
+DOCUMENTS = ["anthropic", "gemini", "ollama", "openai", "openai-responses"]
 
 
 @pytest.fixture(autouse=True)
@@ -28,13 +36,20 @@ def _no_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def sent(preset: str, part: ImagePart | DocumentPart) -> tuple[Any, list[str]]:
     """What the provider is sent for `part` (given after a text part), and the warnings."""
-    target = allama.provider(preset, api_key="k")
+    if preset == "openai-responses":
+        target = allama.provider("openai", api="responses", api_key="k")
+    else:
+        target = allama.provider(preset, api_key="k")
     http, warnings = target._prepare(ChatRequest(MODELS[preset]).user("x", part), stream=False)
     body = http.body
     if preset == "anthropic":
         wire = body["messages"][0]["content"][1]
     elif preset == "gemini":
         wire = body["contents"][0]["parts"][1]
+    elif preset == "openai":
+        wire = body["messages"][0]["content"][1:]
+    elif preset == "openai-responses":
+        wire = body["input"][0]["content"][1:]
     else:
         wire = {key: value for key, value in body["messages"][0].items() if key != "role"}
     return wire, [warning.message for warning in warnings]
@@ -53,6 +68,10 @@ def as_text(preset: str, text: str) -> Any:
         }
     if preset == "gemini":
         return {"inlineData": {"mimeType": "text/plain", "data": _b64(text.encode())}}
+    if preset == "openai":
+        return [{"type": "text", "text": text}]
+    if preset == "openai-responses":
+        return [{"type": "input_text", "text": text}]
     return {"content": f"x\n\n{text}"}
 
 
@@ -60,7 +79,7 @@ LATIN = _b64("café".encode("latin-1"))
 UTF16 = _b64("hi".encode("utf-16-le"))
 
 
-@pytest.mark.parametrize("preset", ["anthropic", "gemini", "ollama"])
+@pytest.mark.parametrize("preset", DOCUMENTS)
 @pytest.mark.parametrize(
     ("document", "text"),
     [
@@ -91,7 +110,7 @@ def test_a_document_data_url_is_read_in_its_charset(
     assert sent(preset, document) == (as_text(preset, text), [])
 
 
-@pytest.mark.parametrize("preset", ["anthropic", "gemini", "ollama"])
+@pytest.mark.parametrize("preset", DOCUMENTS)
 @pytest.mark.parametrize(
     ("url", "text"),
     [
@@ -104,6 +123,53 @@ def test_a_document_data_url_not_marked_base64_goes_as_its_text(
     preset: str, url: str, text: str
 ) -> None:
     assert sent(preset, DocumentPart(url=url)) == (as_text(preset, text), [])
+
+
+@pytest.mark.parametrize("preset", ["openai", "openai-responses"])
+@pytest.mark.parametrize(
+    ("media_type", "data", "text"),
+    [
+        ("text/plain; charset=utf-8", "café".encode(), "café"),
+        ("Text/Plain; Charset=ISO-8859-1", "café".encode("latin-1"), "café"),
+    ],
+)
+def test_openai_reads_a_text_document_in_the_charset_its_media_type_names(
+    preset: str, media_type: str, data: bytes, text: str
+) -> None:
+    document = DocumentPart(data=data, media_type=media_type)
+    assert sent(preset, document) == (as_text(preset, text), [])
+
+
+PDF = b"%PDF-1.7"
+
+
+PDF_URL = f"data:application/pdf;base64,{_b64(PDF)}"
+SENT_PDF = {
+    "openai": {"type": "file", "file": {"filename": "a.pdf", "file_data": PDF_URL}},
+    "openai-responses": {"type": "input_file", "filename": "a.pdf", "file_data": PDF_URL},
+}
+
+
+@pytest.mark.parametrize("preset", ["openai", "openai-responses"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        PDF_URL,
+        "DATA:Application/PDF;Base64," + _b64(PDF).rstrip("=").replace("/", "_"),
+        "data:application/pdf,%25PDF-1.7",
+    ],
+)
+def test_openai_sends_a_pdf_data_urls_bytes_as_standard_base64(preset: str, url: str) -> None:
+    assert sent(preset, DocumentPart(url=url, title="a.pdf")) == ([SENT_PDF[preset]], [])
+
+
+@pytest.mark.parametrize("preset", ["openai", "openai-responses"])
+def test_openai_leaves_out_a_document_data_url_of_no_valid_base64(preset: str) -> None:
+    document = DocumentPart(url="data:application/pdf;base64,%%%")
+    assert sent(preset, document) == (
+        [],
+        ["the document's data URL holds no valid base64; it was left out"],
+    )
 
 
 PNG = b"\x89PNG\r\n\x1a\n\x00\xfb\xff\xbe\x01"

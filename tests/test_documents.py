@@ -103,6 +103,14 @@ def test_what_chat_completions_cannot_carry_is_left_out_with_a_warning_or_refuse
     with pytest.raises(UnsupportedError) as caught:
         body("groq", pdf.with_unsupported_policy(UnsupportedPolicy.ERROR))
     assert caught.value.field is RequestField.DOCUMENTS
+    # A PDF in a data URL, or named in capitals, is a PDF too.
+    for part in (
+        DocumentPart(url="data:application/pdf;base64,JVBERi0xLjc="),
+        DocumentPart(data=PDF, media_type="Application/PDF"),
+    ):
+        sent, warnings = body("groq", ChatRequest("openai/gpt-oss-120b").user("x", part))
+        assert sent["messages"][0]["content"] == [{"type": "text", "text": "x"}]
+        assert [w.message for w in warnings] == ["Groq takes no PDF documents; it was left out"]
 
 
 def test_openai_form_round_trip_keeps_a_pdf() -> None:

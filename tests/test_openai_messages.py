@@ -717,3 +717,42 @@ def test_any_json_is_read_or_refused_with_a_type_or_value_error(messages: list[A
         assert str(error).startswith("messages")
     else:
         assert len(request.messages) == len(messages)
+
+
+@pytest.mark.parametrize(
+    ("url", "document"),
+    [
+        # Percent-encoded, URL-safe and unpadded base64 are read as the adapters read them.
+        (
+            "data:application/pdf;base64,JVBERi0xLjc%3D",
+            DocumentPart(data=b"%PDF-1.7", media_type="application/pdf"),
+        ),
+        (
+            "data:application/pdf;base64," + base64.urlsafe_b64encode(b"\xfb\xff").decode(),
+            DocumentPart(data=b"\xfb\xff", media_type="application/pdf"),
+        ),
+        (
+            "data:application/pdf;base64,JVBERi0xLjc",
+            DocumentPart(data=b"%PDF-1.7", media_type="application/pdf"),
+        ),
+        # The URL's charset is kept: the text is read back in it.
+        (
+            "data:text/plain;charset=ISO-8859-1;base64,"
+            + base64.b64encode("café".encode("latin-1")).decode(),
+            DocumentPart(data=b"caf\xe9", media_type="text/plain; charset=iso-8859-1"),
+        ),
+    ],
+)
+def test_a_file_parts_data_url_is_read_as_the_adapters_read_one(
+    url: str, document: DocumentPart
+) -> None:
+    read = ChatRequest.from_openai("m", user([{"type": "file", "file": {"file_data": url}}]))
+    assert read.messages[0] == UserMessage(content=(document,))
+
+
+def test_a_document_read_back_in_its_charset_goes_to_chat_completions_as_its_text() -> None:
+    url = "data:text/plain;charset=iso-8859-1;base64," + base64.b64encode(b"caf\xe9").decode()
+    request = ChatRequest.from_openai("m", user([{"type": "file", "file": {"file_data": url}}]))
+    assert request.to_openai_messages() == [
+        {"role": "user", "content": [{"type": "text", "text": "café"}]}
+    ]

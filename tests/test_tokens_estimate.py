@@ -241,3 +241,19 @@ def test_a_pdf_whose_object_streams_are_not_all_read_counts_at_least_by_its_size
     assert pdf_pages(pdf) == 3
     # Read whole, its pages are what they say, whatever its size.
     assert pdf_pages(_pdf(made["pages"], padding=120_000)) == 2
+
+
+@pytest.mark.parametrize(
+    ("url", "media_type"),
+    [
+        ("data:text/plain;charset=utf-16;base64,", None),
+        ("data:text/plain;base64,", "text/plain; charset=utf-16"),  # the part's charset
+    ],
+)
+def test_a_text_document_in_a_data_url_is_read_in_its_charset(
+    url: str, media_type: str | None
+) -> None:
+    """UTF-16 read as UTF-8 would count twice the characters, and a BOM."""
+    text = ("héllo wörld " * 100).encode("utf-16")
+    document = DocumentPart(url=url + base64.b64encode(text).decode(), media_type=media_type)
+    assert guessed_input_tokens(_asking(document)) == (8 + 20 + 1200) // 4

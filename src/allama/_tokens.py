@@ -40,9 +40,9 @@ from urllib.parse import unquote_to_bytes
 from weakref import WeakKeyDictionary
 
 if TYPE_CHECKING:
-    from allama.adapters._data_urls import DataUrl
     from allama.types import ChatRequest
     from allama.types._content import DocumentPart, ImagePart
+    from allama.types._data_urls import DataUrl
 
 __all__ = [
     "CHARS_PER_TOKEN",
@@ -145,8 +145,8 @@ def _counted(part: DocumentPart, media: bool) -> tuple[int, int]:
 def _document(part: DocumentPart, *, media: bool) -> tuple[str, int]:
     """A document's text, where it is text, and its tokens otherwise (a PDF's, or the
     default; none without `media`)."""
-    from allama.adapters._data_urls import data_url, part_media_type
     from allama.types._content import _is_text
+    from allama.types._data_urls import data_url, inline_media_type, part_media_type
 
     media_type, charset = part_media_type(part.media_type)
     data = part.data
@@ -154,8 +154,8 @@ def _document(part: DocumentPart, *, media: bool) -> tuple[str, int]:
         inline = data_url(part.url)
         if inline is None:
             return "", PDF_PAGE_TOKENS if media else 0
-        if inline.media_type:  # the URL's own type (its charset is not read), as sent
-            media_type, charset = inline.media_type, None
+        # The URL's own type and charset, else the part's, as the encoders read them.
+        media_type, charset = inline_media_type(inline, part.media_type)
         media_type = media_type or "text/plain"  # RFC 2397's default
         data = _inline_bytes(inline)
     if data is None:
@@ -174,7 +174,7 @@ def _document(part: DocumentPart, *, media: bool) -> tuple[str, int]:
 
 def _inline_bytes(url: DataUrl) -> bytes | None:
     """A data URL's bytes (`None` where its base64 is not valid)."""
-    from allama.adapters._data_urls import base64_data
+    from allama.types._data_urls import base64_data
 
     if not url.base64:
         return unquote_to_bytes(url.data)
@@ -237,7 +237,7 @@ def _inline_image_size(url: str) -> tuple[int, int] | None:
     its data (`_IMAGE_HEAD`), not all of it, nor a copy of it. A JPEG whose frame header
     lies past them (after an EXIF thumbnail) is read 16 times as far, and so on, up to the
     whole."""
-    from allama.adapters._data_urls import data_url
+    from allama.types._data_urls import data_url
 
     begins = url.find(",") + 1
     inline = data_url(url[:begins]) if begins else None  # (its header alone)

@@ -467,7 +467,7 @@ def _inline(url: str) -> tuple[str, str] | None:
     """A data URL's media type (empty where it names none) and its bytes in base64: as
     given where it says base64, else its percent-encoded text encoded; `None` for any
     other URL."""
-    from allama.adapters._data_urls import data_url
+    from allama.types._data_urls import data_url
 
     found = data_url(url)
     if found is None:

@@ -11,11 +11,9 @@ and places, never the caller's text.
 from __future__ import annotations
 
 import base64
-import binascii
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NoReturn
-from urllib.parse import unquote_to_bytes
 
 from allama.types._content import (
     ContentBlock,
@@ -26,6 +24,7 @@ from allama.types._content import (
     ToolCall,
     UserPart,
 )
+from allama.types._data_urls import base64_data, data_url, inline_document, part_media_type
 from allama.types._messages import (
     AssistantMessage,
     DeveloperMessage,
@@ -103,9 +102,6 @@ def _text_only(message: Mapping[str, Any], place: str) -> str:
     return "".join(texts)
 
 
-_DATA_URL = re.compile(r"data:([^,]*),(.*)", re.DOTALL | re.IGNORECASE)  # a scheme has no case
-
-
 def _image(value: Any, place: str) -> ImagePart:
     """An `image_url` part's image: a URL, or a data URL decoded to bytes and media type."""
     if isinstance(value, Mapping):
@@ -118,7 +114,7 @@ def _image(value: Any, place: str) -> ImagePart:
     decoded = _data_url(url, place)
     if decoded is None:
         return ImagePart(url=url)
-    data, media_type = decoded
+    data, media_type, _ = decoded  # an image's charset (an SVG's) is not the image's type
     if not media_type.startswith("image/"):
         also = (
             ": send a PDF as a `file` part, {'type': 'file', 'file': {'file_data': ..., "
@@ -132,24 +128,19 @@ def _image(value: Any, place: str) -> ImagePart:
     return ImagePart(data=data, media_type=media_type)
 
 
-def _data_url(url: str, place: str) -> tuple[bytes, str] | None:
-    """A data URL's bytes and media type; `None` for any other URL."""
-    match = _DATA_URL.fullmatch(url)
-    if match is None:
+def _data_url(url: str, place: str) -> tuple[bytes, str, str | None] | None:
+    """A data URL's bytes, media type and charset, read as the adapters read one
+    (`allama.types._data_urls`: percent-encoded, URL-safe and unpadded base64 too); `None`
+    for any other URL."""
+    inline = data_url(url)
+    if inline is None:
         return None
-    header, payload = match.groups()
-    params = header.split(";")
-    media_type = params[0].strip().lower()  # `IMAGE/PNG` is `image/png` (RFC 2045)
-    if not media_type:
+    if not inline.media_type:
         _wrong_value(place, "a data URL needs its media type, as in `data:image/png;base64,...`")
-    if params[-1].strip().lower() == "base64" and len(params) > 1:
-        try:
-            data = base64.b64decode("".join(payload.split()), validate=True)
-        except (binascii.Error, ValueError):
-            _wrong_value(place, "the data URL is marked base64 but its data is not valid base64")
-    else:
-        data = unquote_to_bytes(payload)
-    return data, media_type
+    decoded = base64_data(inline)
+    if decoded is None:
+        _wrong_value(place, "the data URL is marked base64 but its data is not valid base64")
+    return decoded.raw, inline.media_type, inline.charset
 
 
 def _document(value: Any, place: str) -> DocumentPart:
@@ -164,9 +155,12 @@ def _document(value: Any, place: str) -> DocumentPart:
         _wrong_value(
             f"{place}.file_data", "expected a data URL, as in `data:application/pdf;base64,...`"
         )
+    data, media_type, charset = decoded
+    if charset is not None:  # text read back in the charset it was written in
+        media_type = f"{media_type}; charset={charset}"
     filename = value.get("filename")
     title = filename if isinstance(filename, str) and filename else None
-    return DocumentPart(data=decoded[0], media_type=decoded[1], title=title)
+    return DocumentPart(data=data, media_type=media_type, title=title)
 
 
 def _user(message: Mapping[str, Any], place: str) -> UserMessage:
@@ -312,25 +306,54 @@ def user_part_to_openai(part: UserPart) -> dict[str, Any]:
     """A user part as a Chat Completions content part.
 
     Chat Completions takes a document only as PDF bytes (a `file` part) or, being text, as
-    a text part; anything else (a document URL, another media type) is a `ValueError`
-    saying so.
+    a text part; its bytes may be given in a data URL, read as the other encoders read one
+    (`inline_document`: the URL's type and charset, else the part's). Anything else (a
+    document by URL, another media type) is a `ValueError` saying so.
     """
     if isinstance(part, TextPart):
         return {"type": "text", "text": part.text}
     if isinstance(part, ImagePart):
         return {"type": "image_url", "image_url": {"url": _image_url(part)}}
-    if part.data is None:
-        raise ValueError("Chat Completions takes no document by URL, only its bytes")
-    if part.media_type == "application/pdf":
-        data = base64.b64encode(part.data).decode("ascii")
-        file = {"filename": part.title or "document.pdf", "file_data": f"data:{_PDF};base64,{data}"}
+    media_type, charset = part_media_type(part.media_type)
+    data = part.data
+    if part.url is not None:
+        inline = data_url(part.url)
+        if inline is None:
+            raise ValueError("Chat Completions takes no document by URL, only its bytes")
+        found = inline_document(inline, part.media_type)
+        if isinstance(found, str):
+            raise ValueError(found)
+        data, media_type, charset = found
+    if media_type == _PDF:
+        encoded = base64.b64encode(data or b"").decode("ascii")
+        file = {
+            "filename": part.title or "document.pdf",
+            "file_data": f"data:{_PDF};base64,{encoded}",
+        }
         return {"type": "file", "file": file}
-    if part.media_type == "text/plain":
-        try:
-            return {"type": "text", "text": part.data.decode("utf-8")}
-        except UnicodeDecodeError:
+    if media_type == "text/plain":
+        return {"type": "text", "text": document_text(data or b"", charset)}
+    raise ValueError(
+        f"Chat Completions takes PDF and plain-text documents, not "
+        f"{media_type or 'one of no media type'}"
+    )
+
+
+def document_text(data: bytes, charset: str | None) -> str:
+    """A text/plain document's bytes as text, read in its `charset` (UTF-8 where it names
+    none), as Anthropic's and Ollama's encoders read one: OpenAI takes the text itself. A
+    `ValueError` saying why where it cannot be read."""
+    utf8 = charset is None or charset in ("utf-8", "utf8")
+    try:
+        return data.decode("utf-8" if utf8 else (charset or "utf-8"))
+    except LookupError:
+        raise ValueError(
+            f"a text/plain document names charset {charset}, which allama cannot read"
+        ) from None
+    except UnicodeDecodeError:
+        if utf8:
             raise ValueError("a text/plain document must be UTF-8 text") from None
-    raise ValueError(f"Chat Completions takes PDF and plain-text documents, not {part.media_type}")
+        raise ValueError(f"a text/plain document must be text in its charset ({charset})") from None
 
 
 _PDF = "application/pdf"

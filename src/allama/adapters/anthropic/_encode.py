@@ -29,13 +29,6 @@ from typing import Any, TypeGuard
 
 from allama._degradations import FORMAT_NOT_SENT, STOPS_BLANK, Degradations, gives_tools
 from allama.adapters._arguments import call_arguments
-from allama.adapters._data_urls import (
-    data_url,
-    inline_data,
-    inline_document,
-    inline_media_type,
-    part_media_type,
-)
 from allama.adapters._http import (
     HttpRequest,
     option_fields,
@@ -76,6 +69,13 @@ from allama.types import (
     WarningKind,
 )
 from allama.types._content import OPENAI_REASONING_ID_PREFIX
+from allama.types._data_urls import (
+    data_url,
+    inline_data,
+    inline_document,
+    inline_media_type,
+    part_media_type,
+)
 from allama.types._response import RESUME_KEY
 
 __all__ = [

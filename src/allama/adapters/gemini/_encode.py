@@ -41,12 +41,6 @@ from typing import Any
 
 from allama._degradations import FORMAT_NOT_SENT, Degradations, gives_tools, stops_first
 from allama.adapters._arguments import call_arguments
-from allama.adapters._data_urls import (
-    data_url,
-    inline_data,
-    inline_media_type,
-    part_media_type,
-)
 from allama.adapters._http import (
     HttpRequest,
     option_fields,
@@ -81,6 +75,12 @@ from allama.types import (
     WarningKind,
 )
 from allama.types._content import OPENAI_REASONING_ID_PREFIX
+from allama.types._data_urls import (
+    data_url,
+    inline_data,
+    inline_media_type,
+    part_media_type,
+)
 
 _IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/webp", "image/heic", "image/heif"})
 """The images Gemini reads ("Unsupported MIME type: image/gif")."""

@@ -69,12 +69,6 @@ from typing import Any, NamedTuple
 
 from allama._degradations import FORMAT_NOT_SENT, Degradations, option_tools
 from allama.adapters._arguments import call_arguments
-from allama.adapters._data_urls import (
-    data_url,
-    inline_data,
-    inline_document,
-    part_media_type,
-)
 from allama.adapters._http import (
     HttpRequest,
     option_fields,
@@ -108,6 +102,12 @@ from allama.types import (
     ToolMessage,
     UserMessage,
     WarningKind,
+)
+from allama.types._data_urls import (
+    data_url,
+    inline_data,
+    inline_document,
+    part_media_type,
 )
 
 __all__ = ["BODY_OPTION", "encode_request"]

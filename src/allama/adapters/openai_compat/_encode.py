@@ -64,6 +64,7 @@ from allama.types import (
     Warning,
     WarningKind,
 )
+from allama.types._data_urls import data_url, inline_media_type, part_media_type
 from allama.types._openai import user_part_to_openai
 from allama.types._response import REASONING_DETAILS_KEY, RESUME_KEY
 
@@ -278,8 +279,15 @@ class _Encoder:
 
     def document(self, part: DocumentPart) -> dict[str, Any] | None:
         display = self.profile.display_name
-        is_pdf = part.media_type == "application/pdf"
-        if is_pdf and part.data is not None and not self.profile.file_parts:
+        # A PDF's bytes, given or in a data URL (an http URL is refused as a URL, below).
+        inline = None if part.url is None else data_url(part.url)
+        media_type = (
+            part_media_type(part.media_type)
+            if inline is None
+            else inline_media_type(inline, part.media_type)
+        )[0]
+        is_pdf = media_type == "application/pdf"
+        if is_pdf and (part.data is not None or inline is not None) and not self.profile.file_parts:
             self.degradations.refuse(
                 RequestField.DOCUMENTS,
                 f"{display} takes no PDF documents{pdfs_from(self.profile)}",

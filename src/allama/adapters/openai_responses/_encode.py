@@ -130,6 +130,8 @@ from allama.types import (
     UserMessage,
 )
 from allama.types._content import OPENAI_REASONING_ID_PREFIX
+from allama.types._data_urls import data_url, inline_document, part_media_type
+from allama.types._openai import document_text
 from allama.types._response import RESUME_KEY
 
 __all__ = [
@@ -280,22 +282,31 @@ class _Encoder(_ChatEncoder):
         return {"role": "user", "content": content or ""}
 
     def input_document(self, part: DocumentPart) -> dict[str, Any] | None:
-        """An `input_file` (PDF bytes as a data URL, or a URL), or text as `input_text`."""
+        """An `input_file` (PDF bytes as a data URL, or a URL), or text as `input_text`: a
+        data URL's bytes read as bytes are (`inline_document`), text in its charset."""
         display = self.profile.display_name
-        if part.media_type == "text/plain" and part.data is not None:
+        media_type, charset = part_media_type(part.media_type)
+        data = part.data
+        inline = None if part.url is None else data_url(part.url)
+        if inline is not None:
+            found = inline_document(inline, part.media_type)
+            if isinstance(found, str):
+                self.degradations.refuse(RequestField.DOCUMENTS, found, instead="it was left out")
+                return None
+            data, media_type, charset = found
+        if media_type == "text/plain" and data is not None:
             try:
-                return {"type": "input_text", "text": part.data.decode("utf-8")}
-            except UnicodeDecodeError:
+                return {"type": "input_text", "text": document_text(data, charset)}
+            except ValueError as error:
                 self.degradations.refuse(
-                    RequestField.DOCUMENTS,
-                    "a text/plain document must be UTF-8 text",
-                    instead="it was left out",
+                    RequestField.DOCUMENTS, str(error), instead="it was left out"
                 )
                 return None
-        if part.data is not None and part.media_type != "application/pdf":
+        if data is not None and media_type != "application/pdf":
             self.degradations.refuse(
                 RequestField.DOCUMENTS,
-                f"the Responses API takes PDF and plain-text documents, not {part.media_type}",
+                "the Responses API takes PDF and plain-text documents, not "
+                f"{media_type or 'one of no media type'}",
                 instead="it was left out",
             )
             return None
@@ -306,13 +317,13 @@ class _Encoder(_ChatEncoder):
                 instead="it was left out",
             )
             return None
-        if part.url is not None:
+        if data is None:
             return {"type": "input_file", "file_url": part.url}
-        data = base64.b64encode(part.data or b"").decode("ascii")
+        encoded = base64.b64encode(data).decode("ascii")
         return {
             "type": "input_file",
             "filename": part.title or "document.pdf",
-            "file_data": f"data:application/pdf;base64,{data}",
+            "file_data": f"data:application/pdf;base64,{encoded}",
         }
 
     def assistant_items(self, message: AssistantMessage) -> list[dict[str, Any]]:

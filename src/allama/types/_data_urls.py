@@ -1,8 +1,10 @@
 """Data URLs (RFC 2397) in image and document parts, read alike by every encoder that sends
-inline bytes (Anthropic, Gemini, Ollama): the scheme (RFC 3986), the media type and the
+inline bytes (Anthropic, Gemini, Ollama, OpenAI's): the scheme (RFC 3986), the media type and the
 `base64` token have no case, so `DATA:IMAGE/PNG;BASE64,...` is inline data too, and the
 media type's `charset` is read as a part's own media type's is (`part_media_type`). A data
-URL's data is read alike too, as browsers read it (`base64_data`)."""
+URL's data is read alike too, as browsers read it (`base64_data`). Here in the vocabulary
+layer because OpenAI's message form (`allama.types._openai`) reads them as well as the
+adapters."""
 
 from __future__ import annotations
 
