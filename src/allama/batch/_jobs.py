@@ -46,8 +46,8 @@ from allama.adapters._jobs import (
     unrun_kind,
 )
 from allama.batch._ledger import JobPhase, JobRow, Ledger, Status, since_boot
+from allama.batch._limits import LONGEST_WAIT
 from allama.batch._run import (
-    _LONGEST_WAIT,
     _MAX_RATE_LIMITED,
     _NO_MORE,
     IN_FLIGHT_ELSEWHERE,
@@ -2191,7 +2191,7 @@ def _waits_too_long(error: Error, before: str = "the next request") -> str | Non
     it left for the next run), as in a live run (`_too_long`): longer than a run waits.
     `None` for a wait a run makes, or an error that is not waited on (refused for good)."""
     asked = asked_wait(error)
-    if asked is None or asked <= _LONGEST_WAIT:
+    if asked is None or asked <= LONGEST_WAIT:
         return None
     if not error.retryable and not isinstance(error, RateLimitedError):
         return None

@@ -108,14 +108,13 @@ from allama.schema._pointer import child, display
 from allama.schema._types import type_label, type_schema
 from allama.schema._walk import SCHEMA_MAPS, check_json
 from allama.types import (
-    ALLAMA_NAMESPACE,
     ChatRequest,
     ChatResponse,
     FieldSubject,
     Usage,
     Warning,
 )
-from allama.types._response import RATE_LIMIT_RESET_KEY
+from allama.types._response import rate_limit_reset
 from allama.wrappers._gate import Call, Gate, run_to_its_end, sending
 from allama.wrappers._gate import entered as gate_entered
 
@@ -3206,10 +3205,6 @@ _OUTAGE_TRIES = 3
 served, takes for an outage that stops the run: fewer may be a moment's (`max_attempts`
 of 1 or 2 leaves each such input its own failure)."""
 
-_LONGEST_WAIT = LONGEST_WAIT
-"""The longest wait a run makes when a provider asks for one (15 minutes): one asked for
-longer (a limit per day, reset tomorrow) stops the run, whose inputs a later run sends."""
-
 
 @dataclass(frozen=True, slots=True)
 class _Suspected:
@@ -3354,7 +3349,7 @@ class Turns:
             raise
         turn.answer(request, response)
         self.limiter.served(turn.sent_at)
-        if (wait := _reset_wait(response)) is not None:
+        if (wait := rate_limit_reset(response.provider_data)) is not None:
             self.limiter.until_reset(wait)
         usage = response.usage
         if self.limiter.counts_tokens and usage is not None:
@@ -3384,7 +3379,7 @@ class Turns:
             raise
         turn.answer(request, response)
         self.limiter.served(turn.sent_at)
-        if (wait := _reset_wait(response)) is not None and self.loop is not None:
+        if (wait := rate_limit_reset(response.provider_data)) is not None and self.loop is not None:
             with contextlib.suppress(RuntimeError):  # the run's loop closed: it is over
                 self.loop.call_soon_threadsafe(self.limiter.until_reset, wait)
         if self.limiter.counts_tokens and response.usage is not None and self.loop is not None:
@@ -3425,16 +3420,6 @@ class Turns:
                 raise RunClosed() from None
 
 
-def _reset_wait(response: ChatResponse) -> float | None:
-    """The seconds until a rate limit the answer's headers said is used up resets, as the
-    HTTP provider noted them (`RATE_LIMIT_RESET_KEY`), through any wrapper."""
-    told = response.provider_data.get(ALLAMA_NAMESPACE)
-    if told is None:
-        return None
-    wait = told.get(RATE_LIMIT_RESET_KEY)
-    return float(wait) if isinstance(wait, int | float) and not isinstance(wait, bool) else None
-
-
 class RunClosed(Exception):
     """A call of an extraction in a worker thread, not made: its run was closed."""
 
@@ -3463,7 +3448,7 @@ def _retry_step(error: Error, tries: _Tries, max_attempts: int) -> bool | str:
 
 def _too_long(asked: float | None) -> str | None:
     """Why a wait the provider asked for stops the run: longer than a run waits."""
-    if asked is not None and asked > _LONGEST_WAIT:
+    if asked is not None and asked > LONGEST_WAIT:
         return f"the provider asked to wait {asked:.0f} s before the next request"
     return None
 

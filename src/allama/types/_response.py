@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -37,6 +38,17 @@ RATE_LIMIT_RESET_KEY = "rate_limit_reset"
 """Where an HTTP provider notes, in allama's namespace, the seconds until a rate limit its
 answer's headers say is used up (a remaining count of `0`) resets, counted from when the
 answer came: a batch run sends no new request until then (rather than meet a 429)."""
+
+
+def rate_limit_reset(provider_data: Mapping[str, Mapping[str, JsonValue]]) -> float | None:
+    """The seconds a response's `RATE_LIMIT_RESET_KEY` note says (more than 0 and finite),
+    through any wrapper; `None` without one."""
+    ours = provider_data.get(ALLAMA_NAMESPACE)
+    wait = None if ours is None else ours.get(RATE_LIMIT_RESET_KEY)
+    if isinstance(wait, bool) or not isinstance(wait, int | float):
+        return None
+    return float(wait) if 0 < wait < math.inf else None
+
 
 _SENT_BACK = (RESUME_KEY, REASONING_DETAILS_KEY)
 """The provider-data keys an assistant turn carries to the next request."""

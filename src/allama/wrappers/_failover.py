@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import itertools
-import math
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from pydantic import JsonValue
@@ -46,7 +45,7 @@ from allama.types import (
     WarningEvent,
     WarningKind,
 )
-from allama.types._response import RATE_LIMIT_RESET_KEY
+from allama.types._response import RATE_LIMIT_RESET_KEY, rate_limit_reset
 from allama.wrappers._gate import Holding, gate_closed, holding
 from allama.wrappers._lifetime import Wrapper
 from allama.wrappers._opening import aopened, opened
@@ -534,23 +533,13 @@ def _after(passed: list[Warning], validation: ChatValidation) -> ChatValidation:
 # --- an answer's note of a used-up rate limit ---------------------------------------------
 
 
-def _reset_in(provider_data: Mapping[str, Mapping[str, JsonValue]]) -> float | None:
-    """The seconds until a rate limit the provider's answer said is used up resets, as an
-    HTTP provider notes it (`RATE_LIMIT_RESET_KEY`), through any wrapper; `None` without."""
-    ours = provider_data.get(ALLAMA_NAMESPACE)
-    wait = None if ours is None else ours.get(RATE_LIMIT_RESET_KEY)
-    if isinstance(wait, bool) or not isinstance(wait, int | float):
-        return None
-    return float(wait) if 0 < wait < math.inf else None
-
-
 def _noted(response: ChatResponse) -> float | None:
-    return _reset_in(response.provider_data)
+    return rate_limit_reset(response.provider_data)
 
 
 def _stream_noted(stream: ChatStream | AsyncChatStream) -> float | None:
     """A stream's note, an event before its answer, which the open read ahead (`opened`)."""
-    return _reset_in(stream.collector.provider_data)
+    return rate_limit_reset(stream.collector.provider_data)
 
 
 def _renoted(response: ChatResponse, wait: float | None) -> ChatResponse:
