@@ -32,16 +32,17 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import functools
 import math
 import re
 import zlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote_to_bytes
 from weakref import WeakKeyDictionary
 
 if TYPE_CHECKING:
     from allama.types import ChatRequest
-    from allama.types._content import DocumentPart, ImagePart
+    from allama.types._content import DocumentPart, ImagePart, TextPart
     from allama.types._data_urls import DataUrl
 
 __all__ = [
@@ -96,14 +97,21 @@ its bytes hashed once (a quarter of a millisecond a MB), where reading a PDF of 
 2 to 17 ms, and one in a data URL 40. An image is not kept: its header alone is read."""
 
 
+@functools.cache
+def _part_types() -> tuple[type[DocumentPart], type[ImagePart], type[TextPart], type[Any]]:
+    """The message and part types, imported once as first needed (not at the top: building
+    a provider imports this module, and no model; an import each call cost a microsecond)."""
+    from allama.types._content import DocumentPart, ImagePart, TextPart
+    from allama.types._messages import UserMessage
+
+    return DocumentPart, ImagePart, TextPart, UserMessage
+
+
 def guessed_input_tokens(request: ChatRequest, *, media: bool = True) -> int:
     """The request's input tokens, as the module says. `media=False`: its text alone (text
     documents too), which errs low as text does: for a check that must not err high, as
     whether a request alone is over a quota."""
-    # (Here, not at the top: building a provider imports this module, and no model.)
-    from allama.types._content import DocumentPart, ImagePart, TextPart
-    from allama.types._messages import UserMessage
-
+    DocumentPart, ImagePart, TextPart, UserMessage = _part_types()
     chars = 0
     tokens = 0
     for message in request.messages:
