@@ -949,6 +949,28 @@ def test_gemini_files_named_after_a_job_are_found_on_any_page() -> None:
     ]
 
 
+def test_a_listed_file_without_its_id_or_name_is_passed_over_not_a_key_error() -> None:
+    # A `KeyError` from the provider's own listing ended a run that was only tidying up.
+    from allama.adapters._jobs._gemini import GeminiJobs
+
+    tag = "allama-0123456789abcdef0123"
+    openai_pages = [
+        {
+            "data": [
+                {"filename": f"{tag}.jsonl", "created_at": 1_800_000_100},
+                {"id": "file-2", "filename": f"{tag}.jsonl", "created_at": 1_800_000_050},
+                {"filename": "other.jsonl", "created_at": 1_800_000_000},
+            ],
+            "has_more": True,
+        }
+    ]
+    sent, found = _pages(OpenAIJobs().uploads(_target(), tag, 1_800_000_000.0), openai_pages)
+    assert (found, len(sent)) == (["file-2"], 1)
+    gemini_pages = [{"files": [{"displayName": tag}, {"name": "files/b", "displayName": tag}]}]
+    _, found = _pages(GeminiJobs().uploads(_target(), tag, 1_800_000_000.0), gemini_pages)
+    assert found == ["files/b"]
+
+
 def test_only_the_batch_apis_whose_jobs_read_an_uploaded_file_name_uploads() -> None:
     from allama.adapters._jobs import NamesUploads, load_job_dialect
 

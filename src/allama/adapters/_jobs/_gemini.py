@@ -196,8 +196,9 @@ class GeminiJobs:
             params = {"pageSize": "100", **({"pageToken": token} if token else {})}
             page = json_of((yield get(target, f"{target.base_url}/files", params)))
             for file in page.get("files") or []:
-                if isinstance(file, dict) and file.get("displayName") == tag:  # as `_upload`
-                    found.append(str(file["name"]))
+                named = file.get("name") if isinstance(file, dict) else None
+                if isinstance(named, str) and file.get("displayName") == tag:  # as `_upload`
+                    found.append(named)
             token = page.get("nextPageToken")
             if not token:
                 return found

@@ -179,7 +179,11 @@ class OpenAIJobs:
             response = yield get(target, f"{target.base_url}/files", params)
             page = json_of(response)
             files = [file for file in page.get("data") or [] if isinstance(file, dict)]
-            found += [str(file["id"]) for file in files if file.get("filename") == name]
+            found += [
+                file["id"]
+                for file in files
+                if file.get("filename") == name and isinstance(file.get("id"), str)
+            ]
             earliest = since + (clock_ahead(response) or 0.0) - upload_leeway(measured)
             if (
                 not page.get("has_more")
@@ -187,7 +191,10 @@ class OpenAIJobs:
                 or any(_number(file.get("created_at")) < earliest for file in files)
             ):
                 return found
-            after = str(files[-1].get("id"))
+            last = files[-1].get("id")
+            if not isinstance(last, str):  # no page after it can be asked for
+                return found
+            after = last
         raise too_many_files(MOST_PAGES)
 
     def results(
