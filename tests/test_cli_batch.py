@@ -2835,6 +2835,22 @@ def test_an_input_that_is_a_pipe_is_refused_rather_than_waited_on(
     assert f"`{pipe}` is no file or folder (a pipe, a device)" in capsys.readouterr().err
 
 
+def test_standard_input_as_the_input_is_said_not_read_not_missing(
+    server: BatchServer,
+    row_type: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # `-` read as "no such file or folder: `-`", as if a file had been misnamed.
+    monkeypatch.chdir(tmp_path)
+    assert run(server, row_type, Path("-"), tmp_path / "out.jsonl") == 2
+    assert (
+        "INPUT `-` (standard input) is not read: the command reads its input more than once "
+        "(to find what the ledger holds); write it to a file first"
+    ) in capsys.readouterr().err
+
+
 def test_failures_a_spent_budget_keeps_from_being_tried_again_are_held_back(
     server: BatchServer, row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -550,6 +550,11 @@ def _prepare(args: argparse.Namespace) -> _Prepared:
             )
             raise _Usage(f"{' and '.join(given)} {are} for runs with --provider-batch{alone}")
     source = Path(args.input)
+    if args.input == "-" and not source.exists():
+        raise _Usage(
+            "INPUT `-` (standard input) is not read: the command reads its input more than "
+            "once (to find what the ledger holds); write it to a file first"
+        )
     if not source.exists():
         raise _Usage(f"no such file or folder: `{args.input}`")
     if not source.is_dir() and not source.is_file():
