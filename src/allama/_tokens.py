@@ -29,15 +29,12 @@ request, so a PDF of a few MB is read once, not at each send.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import contextlib
 import functools
 import math
 import re
 import zlib
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote_to_bytes
 from weakref import WeakKeyDictionary
 
 if TYPE_CHECKING:
@@ -184,8 +181,6 @@ def _inline_bytes(url: DataUrl) -> bytes | None:
     """A data URL's bytes (`None` where its base64 is not valid)."""
     from allama.types._data_urls import base64_data
 
-    if not url.base64:
-        return unquote_to_bytes(url.data)
     decoded = base64_data(url)
     return None if decoded is None else decoded.raw
 
@@ -245,7 +240,7 @@ def _inline_image_size(url: str) -> tuple[int, int] | None:
     its data (`_IMAGE_HEAD`), not all of it, nor a copy of it. A JPEG whose frame header
     lies past them (after an EXIF thumbnail) is read 16 times as far, and so on, up to the
     whole."""
-    from allama.types._data_urls import data_url
+    from allama.types._data_urls import data_url, leading_data
 
     begins = url.find(",") + 1
     inline = data_url(url[:begins]) if begins else None  # (its header alone)
@@ -253,7 +248,7 @@ def _inline_image_size(url: str) -> tuple[int, int] | None:
         return None
     chars = _IMAGE_HEAD
     while begins + chars < len(url):
-        head = _leading_bytes(url[begins : begins + chars], encoded=inline.base64)
+        head = leading_data(url[begins : begins + chars], encoded=inline.base64)
         if head is None:
             return None
         size = image_size(head)
@@ -262,24 +257,6 @@ def _inline_image_size(url: str) -> tuple[int, int] | None:
         chars *= 16
     data = _inline_bytes(inline._replace(data=url[begins:]))
     return None if data is None else image_size(data)
-
-
-_WHITESPACE = b" \t\n\f\r"
-
-
-def _leading_bytes(text: str, *, encoded: bool) -> bytes | None:
-    """The bytes the start of a data URL's data holds (its last escape and base64 quantum
-    left out where cut); `None` where what is marked base64 is not (a guess: the whole
-    is checked when the part is sent)."""
-    cut = text.rfind("%", len(text) - 2)
-    data = unquote_to_bytes(text if cut < 0 else text[:cut])
-    if not encoded:
-        return data
-    data = data.translate(None, _WHITESPACE)
-    try:  # (the URL-safe alphabet too, as `base64_data` reads it)
-        return base64.b64decode(data[: len(data) // 4 * 4], b"-_", validate=True)
-    except binascii.Error:
-        return None
 
 
 def image_size(data: bytes) -> tuple[int, int] | None:

@@ -104,6 +104,21 @@ def inline_document(url: DataUrl, given: str | None) -> tuple[bytes, str, str | 
     return decoded.raw, media_type or "text/plain", charset
 
 
+def leading_data(text: str, *, encoded: bool) -> bytes | None:
+    """The bytes the start of a data URL's data holds (its last escape and base64 quantum
+    left out where cut); `None` where what is marked base64 is not (a guess: the whole
+    is checked when the part is sent): the base64 read as `base64_data` reads it."""
+    cut = text.rfind("%", len(text) - 2)
+    data = unquote_to_bytes(text if cut < 0 else text[:cut])
+    if not encoded:
+        return data
+    data = data.translate(None, _WHITESPACE)
+    try:  # (the URL-safe alphabet too, as `base64_data` reads it)
+        return base64.b64decode(data[: len(data) // 4 * 4], b"-_", validate=True)
+    except binascii.Error:
+        return None
+
+
 def part_media_type(given: str | None) -> tuple[str, str | None]:
     """A part's media type as providers name it (lower case, its parameters dropped: types
     have no case, and `text/plain; charset=utf-8` is text/plain), and its charset, if any."""
