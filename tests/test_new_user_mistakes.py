@@ -656,6 +656,39 @@ def test_an_image_of_no_bytes_or_no_image_type_is_refused_when_built() -> None:
     assert ImagePart(data=PNG, media_type="IMAGE/HEIC").media_type == "IMAGE/HEIC"
 
 
+def test_a_document_of_no_bytes_is_refused_when_built() -> None:
+    with pytest.raises(ValidationError) as invalid:
+        DocumentPart(data=b"", media_type="text/plain")
+    assert invalid.value.errors()[0]["msg"] == (
+        "Value error, a document's `data` is empty: give the document file's bytes"
+    )
+    with pytest.raises(ValidationError) as invalid:
+        DocumentPart.model_validate_json('{"data": "", "media_type": "application/pdf"}')
+    assert invalid.value.errors()[0]["msg"] == (
+        "Value error, a document's `data` is empty: give the document file's bytes"
+    )
+    assert DocumentPart(data=b" ", media_type="text/plain").data == b" "
+
+
+def test_a_tool_or_a_tool_choice_of_no_name_is_refused_when_built() -> None:
+    with pytest.raises(ValidationError) as invalid:
+        allama.ToolDefinition(name="")
+    assert invalid.value.errors()[0]["msg"] == (
+        "Value error, a tool needs a name: every provider refuses an empty one"
+    )
+    with pytest.raises(ValidationError) as invalid:
+        allama.ToolChoice.tool("")
+    assert invalid.value.errors()[0]["msg"] == (
+        "Value error, a tool choice names its tool: the name is empty"
+    )
+    with pytest.raises(ValidationError):
+        ChatRequest.from_openai(
+            "m",
+            [{"role": "user", "content": "hi"}],
+            tools=[{"type": "function", "function": {"name": ""}}],
+        )
+
+
 # 10. NaN and infinity where JSON goes
 
 

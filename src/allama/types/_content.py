@@ -267,6 +267,8 @@ class DocumentPart(Data):
                 "a document given as bytes needs its `media_type`, such as application/pdf"
             )
         problem = None if self.url is None else _unreachable(self.url, "a document", *_DOCUMENT)
+        if self.data is not None and not self.data:
+            problem = "a document's `data` is empty: give the document file's bytes"
         if problem is not None:
             raise ValueError(problem)
         return self

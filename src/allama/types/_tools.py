@@ -37,6 +37,13 @@ class ToolDefinition(Data):
             )
         return data
 
+    @field_validator("name")
+    @classmethod
+    def _named(cls, name: str) -> str:
+        if not name:
+            raise ValueError("a tool needs a name: every provider refuses an empty one")
+        return name
+
     @field_validator("parameters")
     @classmethod
     def _finite(cls, parameters: dict[str, JsonValue]) -> dict[str, JsonValue]:
@@ -73,6 +80,8 @@ class ToolChoice(Data):
     def _name_with_tool(self) -> ToolChoice:
         if (self.mode == "tool") != (self.name is not None):
             raise ValueError("a tool choice names a tool exactly when its mode is `tool`")
+        if self.name == "":
+            raise ValueError("a tool choice names its tool: the name is empty")
         return self
 
     @classmethod
