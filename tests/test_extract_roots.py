@@ -435,3 +435,27 @@ def test_a_root_model_streams_async() -> None:
         == extracted.value
         == People([Person(name="Ada", age=36), Person(name="Bob", age=7)])
     )
+
+
+def test_a_wrapped_literal_keeps_its_own_order_after_one_of_another_order() -> None:
+    """`Literal["b", "a"] == Literal["a", "b"]`, and pydantic's generic models keep one
+    class for both: the wrapper made for the first was sent for the second, its order and
+    a scripted answer ("a") the first's."""
+    provider = (
+        TestProvider()
+        .with_chat_capability(
+            ChatCapability.RESPONSE_SCHEMA_ANY_ROOT, CapabilitySupport.UNSUPPORTED
+        )
+        .with_chat_capability(ChatCapability.TOOL_SCHEMA_ANY_ROOT, CapabilitySupport.UNSUPPORTED)
+    )
+    request = ChatRequest("m").user("x")
+    first = allama.extract(provider, Literal["wrapped-a", "wrapped-b"], request)
+    second = allama.extract(provider, Literal["wrapped-b", "wrapped-a"], request)
+    assert (first.value, second.value) == ("wrapped-a", "wrapped-b")
+    sent = provider.requests[-1].response_format
+    assert sent is not None and sent.json_schema is not None
+    assert sent.json_schema["properties"]["value"]["enum"] == ["wrapped-b", "wrapped-a"]
+    with allama.extract_stream(provider, Literal["wrapped-b", "wrapped-a"], request) as stream:
+        for _ in stream:
+            pass
+        assert stream.finish().value == "wrapped-b"

@@ -16,9 +16,10 @@ extraction allows undeclared keys.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Generic, TypeVar
+from functools import lru_cache
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, create_model
 
 from allama.schema._inline import inline_root_ref
 from allama.schema._types import TypeSchema, derived, type_schema
@@ -33,20 +34,17 @@ ROOT_OPTION = "allama.extraction.root"
 the key the value is wrapped in (`ROOT_KEY`). Scripted providers read it to answer in the
 shape the request asks for; nothing sends it."""
 
-T = TypeVar("T")
-
 
 def _closed(schema: dict[str, Any]) -> None:
     schema.pop("title", None)
     schema["additionalProperties"] = False
 
 
-class _Wrapped(BaseModel, Generic[T]):
-    """The wrapping object: `{"value": ...}`, and no other key in its schema."""
+class _Wrapped(BaseModel):
+    """The wrapping object: `{"value": ...}`, and no other key in its schema (each type's
+    wrapper adds the `value` field, `wrapper_type`)."""
 
     model_config = ConfigDict(extra="ignore", json_schema_extra=_closed)
-
-    value: T
 
 
 _UNIONS = ("anyOf", "oneOf", "allOf")
@@ -64,8 +62,26 @@ def _is_object_rooted(schema: Mapping[str, Any]) -> bool:
 
 
 def wrapper_type(tp: Any) -> Any:
-    """The wrapping object's type for `tp` (what a wrapped stream's partial value follows)."""
-    return _Wrapped[tp]
+    """The wrapping object's type for `tp` (what a wrapped stream's partial value follows).
+
+    Made here rather than as a generic model's `_Wrapped[tp]`: pydantic keeps one class per
+    type expression that compares equal, and `Literal["b", "a"] == Literal["a", "b"]`, so the
+    second would be sent with the first's order (and a scripted answer take "a"). The
+    spelling keeps them apart, as `type_schema`'s cache does."""
+    try:
+        hash(tp)
+    except TypeError:  # an unhashable type expression: made each time, not cached
+        return _wrapper(tp)
+    return _cached_wrapper(tp, repr(tp))
+
+
+@lru_cache(maxsize=512)
+def _cached_wrapper(tp: Any, spelling: str) -> Any:
+    return _wrapper(tp)
+
+
+def _wrapper(tp: Any) -> Any:
+    return create_model("_Wrapped", __base__=_Wrapped, value=(tp, ...))
 
 
 def wrapped_schema(tp: Any, caller: TypeSchema) -> TypeSchema:
