@@ -87,6 +87,22 @@ def test_plan_loads_a_type_from_a_module_path(capsys: pytest.CaptureFixture[str]
     assert [row["mode"] for row in plans] == ["native", "forced_tool"]
 
 
+def test_an_unknown_option_is_said_with_its_commands_usage(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Argparse left it to the top-level parser, whose usage names no command's options."""
+    assert main(["plan", INVOICE, "--bogus"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: allama plan [-h]")
+    assert err.endswith("allama plan: error: unrecognized arguments: --bogus\n")
+    assert main(["batch", "status", "ledger.db", "--bogus", "x"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: allama batch status [-h]")
+    assert err.endswith("allama batch status: error: unrecognized arguments: --bogus x\n")
+    assert main(["--bogus", "plan", INVOICE]) == 2
+    assert capsys.readouterr().err.endswith("allama: error: unrecognized arguments: --bogus\n")
+
+
 def test_what_a_module_prints_as_it_loads_goes_to_stderr_not_into_the_json(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -34,8 +34,23 @@ def _version() -> str:
     return f"allama {__version__}"
 
 
+class _Parser(argparse.ArgumentParser):
+    """A parser that says an argument it does not know with its own usage. Argparse leaves
+    that to the top-level parser, whose usage names no command's options (`allama plan T
+    --bogus` printed `usage: allama [-h] [--version] command ...`). Its commands' parsers
+    are of its class (argparse makes them so)."""
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="allama",
         description="One typed interface to every chat model provider, "
         "with honest structured extraction.",
