@@ -3104,6 +3104,39 @@ def test_status_and_cancel_send_the_key_only_to_a_host_the_caller_confirms(
     ]
 
 
+def test_a_run_with_nothing_left_to_send_starts_no_local_engine(
+    server: BatchServer,
+    row_type: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A finished batch run again loaded llama.cpp's model (seconds, and gigabytes of
+    memory) to send nothing. The engine starts once the ledger shows something to send."""
+    import allama.cli._batch as command
+
+    starts: list[str] = []
+    start_local = command._start_local
+
+    def counted(provider: Any) -> str | None:
+        starts.append(provider.name)
+        return start_local(provider)
+
+    monkeypatch.setattr(command, "_start_local", counted)
+    docs = folder(tmp_path, [1, 2])
+    out = tmp_path / "out.jsonl"
+    assert run(server, row_type, docs, out) == 0
+    assert starts == ["openai"]
+    assert run(server, row_type, docs, out) == 0
+    assert starts == ["openai"]
+    assert "ledger: 2 of these 2 documents are in it (2 done, 0 failed), 0 to send" in (
+        capsys.readouterr().err
+    )
+    (docs / "3.txt").write_text("three", encoding="utf-8")
+    assert run(server, row_type, docs, out) == 0
+    assert starts == ["openai", "openai"]
+
+
 def test_ctrl_c_while_the_ledger_is_read_before_the_run_leaves_nothing_behind(
     server: BatchServer,
     row_type: str,

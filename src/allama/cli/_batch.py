@@ -1003,22 +1003,24 @@ def _check_ledger(path: Path) -> None:
         raise _Usage(f"{error}; give another --ledger (or none: `<out>.ledger.sqlite`)") from None
 
 
-def _in_ledger(run: Any, ledger: Path) -> str | None:
+def _in_ledger(run: Any, ledger: Path) -> tuple[str | None, bool]:
     """What the ledger already holds of these documents, said before anything is paid for:
     how many earlier runs finished, and when none did, whether its inputs are another
     run's (a key covers the type's schema, the prompt, the model and the provider, so a
-    ledger of other settings matches nothing and every document is sent again)."""
+    ledger of other settings matches nothing and every document is sent again). And
+    whether the run will send anything (`True` where the ledger cannot tell): a run whose
+    documents are all finished does not start the local engine."""
     import sqlite3
 
     from allama.batch._inputs import InputError
     from allama.batch._ledger import Ledger, LedgerError, _read_only, item_columns
 
     if not ledger.is_file():
-        return None
+        return None, True
     try:
         db = _read_only(ledger)
     except LedgerError:
-        return None
+        return None, True
     from allama.batch._run import another_endpoint
 
     spec = run._spec
@@ -1031,7 +1033,7 @@ def _in_ledger(run: Any, ledger: Path) -> str | None:
     try:
         (held,) = db.execute("SELECT COUNT(*) FROM items").fetchone()
         if not held:
-            return None
+            return None, True
         endpoints: dict[str, str | None] = {}
         if mine is not None:
             book = Ledger(ledger, read_only=True)
@@ -1063,7 +1065,7 @@ def _in_ledger(run: Any, ledger: Path) -> str | None:
             if status not in _NOT_SENT or (status == "failed" and spec.retry_failed):
                 sent.add(key)
     except (sqlite3.Error, LedgerError, InputError):  # (an input changed since its check:
-        return None  # the run, reading it, says so)
+        return None, True  # the run, reading it, says so)
     finally:
         db.close()
         if book is not None:
@@ -1091,12 +1093,13 @@ def _in_ledger(run: Any, ledger: Path) -> str | None:
             if total == 1
             else f"{known} of these {total} {noun} {'is' if known == 1 else 'are'}"
         )
-        return f"ledger: {these} in it ({', '.join(parts)}), " + (
+        said = f"ledger: {these} in it ({', '.join(parts)}), " + (
             f"{to_send} to send" if spent is None or not to_send else f"none sent: {spent}"
         )
+        return said, bool(to_send) and spent is None
     none = "the document is not" if total == 1 else f"none of these {total} {noun} is"
     if _runs_alike(ledger, spec.settings.get("inputs")):
-        return f"ledger: {none} in it; it holds {held} other{'' if held == 1 else 's'}"
+        return f"ledger: {none} in it; it holds {held} other{'' if held == 1 else 's'}", True
     from allama.batch._run import ledger_schema_change
 
     inputs = "input was" if held == 1 else "inputs were"
@@ -1112,7 +1115,7 @@ def _in_ledger(run: Any, ledger: Path) -> str | None:
             changed = ledger_schema_change(book, spec)
         finally:
             book.close()
-    return said if changed is None else f"{said}: {changed}"
+    return (said if changed is None else f"{said}: {changed}"), True
 
 
 _NOT_SENT = frozenset({"done", "failed", "submitted", "running"})
@@ -1503,13 +1506,6 @@ def _execute(args: argparse.Namespace, prepared: _Prepared, interrupts: _Interru
         return give_up(interrupts.status)
 
     try:  # until Ctrl-C is the run's: nothing is sent before, and nothing is left
-        try:
-            started = _start_local(prepared.provider)
-        except _Failed as error:
-            _say("run", str(error))
-            return give_up(EXIT_FAILED)
-        if started is not None:
-            print(printable(started), file=sys.stderr)
         inputs = prepared.inputs
         # A type's schema changed since an earlier run is said in the ledger's line before
         # the run and in its summary: not a third time, as Python's raw warning.
@@ -1540,6 +1536,17 @@ def _execute(args: argparse.Namespace, prepared: _Prepared, interrupts: _Interru
         except (ValueError, TypeError, allama.Error) as error:
             _say("run", str(error))
             return give_up(EXIT_USAGE)
+        # Every document looked up (seconds for a large source) before the local engine
+        # starts: a run that has nothing to send (all finished) does not load a model.
+        found, sends = _in_ledger(run, prepared.ledger)
+        if sends:
+            try:
+                started = _start_local(prepared.provider)
+            except _Failed as error:
+                _say("run", str(error))
+                return give_up(EXIT_FAILED)
+            if started is not None:
+                print(printable(started), file=sys.stderr)
         adapter: TypeAdapter[Any] = TypeAdapter(prepared.tp)
         noun = "document" if inputs.total == 1 else "documents"
         print(
@@ -1579,7 +1586,6 @@ def _execute(args: argparse.Namespace, prepared: _Prepared, interrupts: _Interru
                 "in the output share a label (their keys tell different documents apart)",
                 file=sys.stderr,
             )
-        found = _in_ledger(run, prepared.ledger)  # every document looked up: seconds
         if found is not None:
             print(found, file=sys.stderr)
         progress = None
