@@ -263,6 +263,52 @@ def test_a_successful_extraction_is_a_span_with_its_call_as_child(
     }
 
 
+@FLAVOURS
+def test_cache_writes_are_counted_by_the_conventions_name(traced: Traced, flavour: str) -> None:
+    # Anthropic's `cache_creation_input_tokens`: the conventions' `cache_creation`, on the
+    # call's span and the extraction's.
+    def reply(request: httpx2.Request) -> httpx2.Response:
+        answered = _anthropic_reply(request)
+        body = json.loads(answered.read())
+        body["usage"] = {
+            "input_tokens": 40,
+            "output_tokens": 17,
+            "cache_creation_input_tokens": 2000,
+            "cache_read_input_tokens": 500,
+        }
+        return httpx2.Response(200, json=body)
+
+    script = Script(reply)
+    transport = Transport(
+        client=httpx2.Client(transport=httpx2.MockTransport(script)),
+        async_client=httpx2.AsyncClient(transport=httpx2.MockTransport(script)),
+    )
+    provider = allama.provider("anthropic", api_key=KEY, transport=transport)
+    extractor = Extractor(tracer_provider=traced.provider)
+    request = ChatRequest("claude-sonnet-4-5").user(PROMPT).with_option(ExtractionMode.NATIVE)
+    run(
+        flavour,
+        lambda: extractor.extract(provider, Program, request),
+        lambda: extractor.aextract(provider, Program, request),
+    )
+    counts = {
+        "input_tokens": 2540,  # (the cached tokens included, as the conventions count)
+        "output_tokens": 17,
+        "cache_read.input_tokens": 500,
+        "cache_creation.input_tokens": 2000,
+    }
+    for span, prefix in (
+        (traced.one("chat claude-sonnet-4-5"), "gen_ai.usage."),
+        (traced.one("extract Program"), "allama.extract.usage."),
+    ):
+        found = {
+            key.removeprefix(prefix): value
+            for key, value in attrs(span).items()
+            if key.startswith(prefix)
+        }
+        assert found == counts
+
+
 def test_the_cost_is_on_the_extraction_span_when_known(traced: Traced) -> None:
     pytest.importorskip("genai_prices")
     provider = openai(Script(completion()))
@@ -1515,6 +1561,60 @@ def test_a_resumed_runs_span_says_what_of_its_cost_earlier_runs_paid(
     assert "cost $0.000042 ($0.000021 of it paid by earlier runs)" in retried.summary.lines()
 
 
+@FLAVOURS
+def test_a_batch_runs_span_says_its_types_schema_changed(
+    traced: Traced, tmp_path: Path, flavour: str
+) -> None:
+    """A run whose type's schema is not that of an earlier run of the ledger sends that
+    run's inputs again: its span says why, as its summary and its warning do."""
+    import warnings
+
+    from pydantic import Field, create_model
+
+    from allama.mock import MockProvider
+
+    extractor = Extractor(tracer_provider=traced.provider)
+    ledger = tmp_path / "run.sqlite"
+
+    def batch_of(tp: Any) -> Any:
+        provider = MockProvider([ANSWER] * 2, name="openai")
+        options: dict[str, Any] = {"request": _batch_request, "extractor": extractor}
+        if flavour == "sync":
+            return allama.batch(provider, tp, ["one"], ledger=ledger, **options)
+        return allama.abatch(provider, tp, ["one"], ledger=ledger, **options)
+
+    def ended(tp: Any) -> tuple[Any, list[str]]:
+        run_ = batch_of(tp)
+
+        async def drain() -> None:
+            async for _ in run_:
+                pass
+
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            if flavour == "sync":
+                list(run_)
+            else:
+                asyncio.run(drain())
+        return run_.summary, [str(w.message) for w in caught if w.category is RuntimeWarning]
+
+    first = create_model("Program", name=(str, ...), year=(int, ...))
+    summary, said = ended(first)
+    assert (summary.schema_changed, said) == (None, [])
+    assert "allama.batch.schema_changed" not in attrs(traced.one("batch Program"))
+    traced.exporter.clear()
+    said_of_name = Field(description="Who published it.")
+    second = create_model("Program", name=(str, said_of_name), year=(int, ...))
+    summary, said = ended(second)
+    expected = (
+        "the type `Program` has another schema than in an earlier run of the ledger with this "
+        "provider and model (at `/properties/name/description`), so an input of that run given to "
+        "this one is not taken from the ledger: it is sent, and paid for, again"
+    )
+    assert (summary.schema_changed, said) == (expected, [expected])
+    assert attrs(traced.one("batch Program"))["allama.batch.schema_changed"] == expected
+
+
 def test_a_call_billed_before_it_failed_keeps_its_tokens_on_its_span(traced: Traced) -> None:
     # An error on the choice of a 200 body that reported usage (OpenRouter's): paid for,
     # and counted on the call's span as on the extraction's.
@@ -1900,6 +2000,68 @@ def test_a_failovers_call_is_one_trace_its_providers_under_one_span(
         (attrs(call)["gen_ai.provider.name"], attrs(call)["allama.failover.attempt"])
         for call in calls
     ] == [("openai", 1), ("groq", 2)]
+
+
+def _limited(seconds: int) -> httpx2.Response:
+    return httpx2.Response(
+        429,
+        json={"error": {"message": "slow down", "type": "rate_limit_error", "code": None}},
+        headers={"retry-after": str(seconds)},
+    )
+
+
+@FLAVOURS
+def test_a_failovers_span_names_the_providers_it_passed_over(traced: Traced, flavour: str) -> None:
+    # OpenAI asked for 30 s: the next call passes it over, which no call span shows.
+    from allama.wrappers import FailoverProvider
+
+    failover = FailoverProvider(
+        [
+            openai(Script(_limited(30)), tracer_provider=traced.provider),
+            _groq(Script(completion(), completion()), tracer_provider=traced.provider),
+        ],
+        clock=lambda: 100.0,
+    )
+    for _ in range(2):
+        run(flavour, lambda: failover.chat(_CHAT), lambda: failover.achat(_CHAT))
+
+    first, second = traced.named(f"failover {MODEL}")
+    assert attrs(first) == {"gen_ai.request.model": MODEL, "allama.failover.attempts": 2}
+    assert attrs(second) == {
+        "gen_ai.request.model": MODEL,
+        "allama.failover.attempts": 1,
+        "allama.failover.skipped": 1,
+        "allama.failover.skipped_providers": ("openai",),
+        "allama.failover.skipped_reasons": ("rate_limited",),
+    }
+    (call,) = [span for span in traced.named(f"chat {MODEL}") if child_of(span, second)]
+    assert attrs(call)["gen_ai.provider.name"] == "groq"
+
+
+def test_a_failed_failovers_span_names_the_providers_it_passed_over(traced: Traced) -> None:
+    # Both asked to wait: the one whose wait ends first is tried, the other passed over.
+    from allama.wrappers import FailoverProvider
+
+    failover = FailoverProvider(
+        [
+            openai(Script(_limited(30)), tracer_provider=traced.provider),
+            _groq(Script(_limited(10), _limited(10)), tracer_provider=traced.provider),
+        ],
+        clock=lambda: 100.0,
+    )
+    for _ in range(2):
+        with pytest.raises(allama.RateLimitedError):
+            failover.chat(_CHAT)
+
+    last = traced.named(f"failover {MODEL}")[-1]
+    assert last.status.status_code is StatusCode.ERROR
+    found = attrs(last)
+    assert found["allama.failover.attempts"] == 1
+    assert (
+        found["allama.failover.skipped"],
+        found["allama.failover.skipped_providers"],
+        found["allama.failover.skipped_reasons"],
+    ) == (1, ("openai",), ("rate_limited",))
 
 
 def test_a_retry_of_a_failover_holds_a_failover_span_per_attempt(traced: Traced) -> None:

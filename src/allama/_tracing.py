@@ -306,9 +306,11 @@ _USAGE_ATTRIBUTES = (
     ("input_tokens", "input_tokens"),
     ("output_tokens", "output_tokens"),
     ("cache_read.input_tokens", "cache_read_tokens"),
-    ("cache_write.input_tokens", "cache_write_tokens"),
+    ("cache_creation.input_tokens", "cache_write_tokens"),
     ("reasoning.output_tokens", "reasoning_tokens"),
 )
+"""The token counts by the conventions' names (`gen_ai.usage.*`), each with its `Usage`
+field: a cache write is the conventions' `cache_creation`."""
 
 
 def _usage(
@@ -821,12 +823,13 @@ class WrapperSpan:
     extraction, a span of its own (`span`) holds its attempts' spans, one trace for the
     call, and says how many were made and, for a retry that gave up, why; inside one, its
     attempts are the extraction's calls, as before, with no span between. Either way the
-    span of each attempt says which it is.
+    span of each attempt says which it is. A failover's span says, too, which providers it
+    passed over, waiting out a wait they asked for.
 
     A stream's ends as the stream opens: the attempts are over then, and the span of the
     call that answered lasts until the stream ends."""
 
-    __slots__ = ("_context", "_key", "_outer", "attempts", "kind", "span")
+    __slots__ = ("_context", "_key", "_outer", "_skipped", "attempts", "kind", "span")
 
     def __init__(self, kind: str, span: Span | None, outer: Mapping[str, int] | None) -> None:
         self.kind = kind
@@ -836,6 +839,7 @@ class WrapperSpan:
         self._outer = outer if span is None else None
         self._context: object | None = None
         self.attempts = 0
+        self._skipped: Sequence[Mapping[str, Any]] = ()
 
     def __enter__(self) -> WrapperSpan:
         if self.span is not None:
@@ -862,10 +866,30 @@ class WrapperSpan:
         numbers = {self._key: number} if outer is None else {**outer, self._key: number}
         return _Scope(_ATTEMPT, numbers)
 
+    def passed_over(self, skipped: Sequence[Mapping[str, Any]]) -> None:
+        """The providers a failover left out, each waiting out a wait it asked for (its
+        record's `skipped`): not attempts, so no span of theirs says so; this one does."""
+        self._skipped = skipped
+
+    def _skipped_attributes(self) -> dict[str, Any]:
+        """`allama.failover.skipped` (how many) and, in the same order, the providers
+        (as the record names them) and why each was waiting (an error's kind, or
+        `rate_limit_reset`); nothing where none was left out."""
+        if not self._skipped:
+            return {}
+        providers = [str(each.get("provider")) for each in self._skipped]
+        reasons = [str(each.get("why")) for each in self._skipped]
+        return {
+            f"allama.{self.kind}.skipped": len(providers),
+            f"allama.{self.kind}.skipped_providers": providers,
+            f"allama.{self.kind}.skipped_reasons": reasons,
+        }
+
     def _end(self, error: BaseException | None) -> None:
         assert self.span is not None
         try:
             found: dict[str, Any] = {f"allama.{self.kind}.attempts": self.attempts}
+            found.update(self._skipped_attributes())
             if error is not None:
                 # The record the wrapper put on the error it raised: why no further attempt.
                 context = getattr(error, "context", None)
@@ -1255,7 +1279,7 @@ class BatchSpans:
                     span.set_attribute(f"allama.batch.{key}", value)
             for name, value in _batch_cost(summary).items():
                 span.set_attribute(name, value)
-            for key in ("stopped", "budget_reached"):
+            for key in ("stopped", "budget_reached", "schema_changed"):
                 said = getattr(summary, key, None)
                 if said:
                     span.set_attribute(f"allama.batch.{key}", str(said))

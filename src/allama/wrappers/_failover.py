@@ -358,6 +358,8 @@ class FailoverProvider(Wrapper):
     ) -> tuple[R, _Tries]:
         with holding() as held:
             tries = _Tries(self, held)
+            if traced is not None and tries.skipped:
+                traced.passed_over(tries.skipped)
             for index, provider in enumerate(tries.order):
                 tries.begin(provider)
                 try:
@@ -397,6 +399,8 @@ class FailoverProvider(Wrapper):
     ) -> tuple[R, _Tries]:
         with holding() as held:
             tries = _Tries(self, held)
+            if traced is not None and tries.skipped:
+                traced.passed_over(tries.skipped)
             for index, provider in enumerate(tries.order):
                 tries.begin(provider)
                 try:
