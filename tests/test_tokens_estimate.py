@@ -58,6 +58,10 @@ def test_a_text_document_counts_as_the_same_text_in_the_message() -> None:
         (("héllo wörld " * 100).encode(), "text/markdown"),
         (("héllo wörld " * 100).encode(), "application/json"),
         (("héllo wörld " * 100).encode(), "text/plain; charset=no-such-charset"),
+        # Python's codecs of no charset: read as UTF-8, where they raised `UnicodeError`.
+        (("héllo wörld " * 100).encode(), "text/plain; charset=undefined"),
+        (("héllo wörld " * 100).encode(), "text/plain; charset=idna"),
+        (("héllo wörld " * 100).encode(), "application/json; charset=punycode"),
     ],
 )
 def test_a_text_document_is_read_in_its_charset(data: bytes, media_type: str) -> None:

@@ -151,7 +151,7 @@ def _document(part: DocumentPart, *, media: bool) -> tuple[str, int]:
     """A document's text, where it is text, and its tokens otherwise (a PDF's, or the
     default; none without `media`)."""
     from allama.types._content import _is_text
-    from allama.types._data_urls import data_url, inline_media_type, part_media_type
+    from allama.types._data_urls import data_url, decode_text, inline_media_type, part_media_type
 
     media_type, charset = part_media_type(part.media_type)
     data = part.data
@@ -167,8 +167,8 @@ def _document(part: DocumentPart, *, media: bool) -> tuple[str, int]:
         return "", PDF_PAGE_TOKENS if media else 0
     if _is_text(media_type):
         try:
-            return data.decode(charset or "utf-8", errors="replace"), 0
-        except LookupError:  # a charset Python does not know: read as UTF-8
+            return decode_text(data, charset, errors="replace"), 0
+        except LookupError:  # a charset allama cannot read (refused when sent): as UTF-8
             return data.decode("utf-8", errors="replace"), 0
     if not media:
         return "", 0

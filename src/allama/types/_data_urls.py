@@ -2,14 +2,16 @@
 inline bytes (Anthropic, Gemini, Ollama, OpenAI's): the scheme (RFC 3986), the media type and the
 `base64` token have no case, so `DATA:IMAGE/PNG;BASE64,...` is inline data too, and the
 media type's `charset` is read as a part's own media type's is (`part_media_type`). A data
-URL's data is read alike too, as browsers read it (`base64_data`). Here in the vocabulary
-layer because OpenAI's message form (`allama.types._openai`) reads them as well as the
-adapters."""
+URL's data is read alike too, as browsers read it (`base64_data`), and a document's text in
+its charset (`decode_text`), by the encoders and `tpm`'s estimate alike. Here in the
+vocabulary layer because OpenAI's message form (`allama.types._openai`) reads them as well
+as the adapters."""
 
 from __future__ import annotations
 
 import base64
 import binascii
+import codecs
 from typing import NamedTuple
 from urllib.parse import unquote_to_bytes
 
@@ -129,3 +131,47 @@ def part_media_type(given: str | None) -> tuple[str, str | None]:
         if name.strip().lower() == "charset":
             charset = value.strip().strip('"').lower() or None
     return kind.strip().lower(), charset
+
+
+_NOT_CHARSETS = frozenset({"undefined", "idna", "punycode", "unicode-escape", "raw-unicode-escape"})
+"""Python's codecs of text that are no charset (none is one IANA registers): `undefined`
+reads nothing, IDNA and Punycode read a domain name's labels, and the escapes are Python's
+own. No document is written in them, and `undefined` and IDNA raise a bare `UnicodeError`
+where a charset's codec raises `UnicodeDecodeError`."""
+
+
+def text_codec(charset: str | None) -> str:
+    """The name of Python's codec for a document's `charset` (UTF-8 where it names none).
+    `LookupError` for a charset allama cannot read: one Python does not know (a name
+    holding a NUL, which `codecs.lookup` raises `ValueError` for, too), or one of
+    `_NOT_CHARSETS`."""
+    if charset is None:
+        return "utf-8"
+    try:
+        name = codecs.lookup(charset).name
+    except ValueError:
+        raise LookupError("no charset's name") from None
+    if name in _NOT_CHARSETS:
+        raise LookupError(f"{name} is no charset")
+    return name
+
+
+def decode_text(data: bytes, charset: str | None, errors: str = "strict") -> str:
+    """A text document's bytes as text in its `charset` (UTF-8 where it names none): one
+    reading for every encoder, and for `tpm`'s estimate (with `errors="replace"`).
+    `LookupError` for a charset allama cannot read (`text_codec`; a codec of no text, as
+    `base64`, or one that raises a bare `UnicodeError`, too), `UnicodeDecodeError` for bytes
+    that are no text in it."""
+    codec = text_codec(charset)
+    try:
+        return data.decode(codec, errors)
+    except UnicodeDecodeError:
+        raise
+    except UnicodeError as error:  # (a codec's own refusal, not the bytes')
+        raise LookupError(f"{codec} reads no text") from error
+
+
+def unreadable_charset(what: str, charset: str | None) -> str:
+    """Why a document whose charset `decode_text` cannot read is refused, in the words
+    every encoder uses: `what` is the document (`a text/plain document`)."""
+    return f"{what} names charset {charset}, which allama cannot read"

@@ -71,10 +71,12 @@ from allama.types import (
 from allama.types._content import OPENAI_REASONING_ID_PREFIX
 from allama.types._data_urls import (
     data_url,
+    decode_text,
     inline_data,
     inline_document,
     inline_media_type,
     part_media_type,
+    unreadable_charset,
 )
 from allama.types._response import RESUME_KEY
 
@@ -344,21 +346,14 @@ class _Encoder:
     def text(self, data: bytes, charset: str | None) -> str:
         """A text/plain document's bytes as text, read in its `charset` (UTF-8 where the
         part names none): Anthropic takes the text itself."""
-        if charset is None or charset in ("utf-8", "utf8"):
-            try:
-                return data.decode("utf-8")
-            except UnicodeDecodeError:
-                raise self.invalid("a text/plain document must be UTF-8 text") from None
         try:
-            return data.decode(charset)
+            return decode_text(data, charset)
         except LookupError:
-            raise self.invalid(
-                f"a text/plain document names charset {charset}, which allama cannot read"
-            ) from None
+            raise self.invalid(unreadable_charset("a text/plain document", charset)) from None
         except UnicodeDecodeError:
-            raise self.invalid(
-                f"a text/plain document must be text in its charset ({charset})"
-            ) from None
+            utf8 = charset is None or charset in ("utf-8", "utf8")
+            read = "UTF-8 text" if utf8 else f"text in its charset ({charset})"
+            raise self.invalid(f"a text/plain document must be {read}") from None
 
     def image_source(self, part: ImagePart) -> dict[str, Any]:
         inline = None if part.url is None else data_url(part.url)

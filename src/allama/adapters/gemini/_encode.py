@@ -33,7 +33,6 @@ ids allama gives calls Gemini sent without one are not sent back.
 from __future__ import annotations
 
 import base64
-import codecs
 import mimetypes
 import re
 from collections.abc import Mapping
@@ -74,12 +73,15 @@ from allama.types import (
     UserMessage,
     WarningKind,
 )
-from allama.types._content import OPENAI_REASONING_ID_PREFIX
+from allama.types._content import OPENAI_REASONING_ID_PREFIX, _is_text
 from allama.types._data_urls import (
     data_url,
+    decode_text,
     inline_data,
     inline_media_type,
     part_media_type,
+    text_codec,
+    unreadable_charset,
 )
 
 _IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/webp", "image/heic", "image/heif"})
@@ -217,26 +219,24 @@ class _Encoder:
                 raise self.invalid(
                     f"the image holds no data, which {self.profile.display_name} cannot read"
                 )
-        if charset is not None and media_type.startswith("text/"):
+        if charset is not None and _is_text(media_type):
             encoded = self.as_utf8(raw, encoded, media_type, charset)
         return {"inlineData": {"mimeType": media_type, "data": encoded}}
 
     def as_utf8(self, raw: bytes, encoded: str, media_type: str, charset: str) -> str:
         """Text in `charset` (given by the part's media type or its data URL's) as base64
         of its UTF-8: the `mimeType` is sent without parameters, and Gemini reads text as
-        UTF-8."""
+        UTF-8. Text is any type `_is_text` names: JSON and XML too, which may name a charset
+        (`application/json; charset=utf-16`) as text/* does."""
+        part = f"{'an' if media_type.startswith(('a', 'i')) else 'a'} {media_type} part"
         try:
-            if codecs.lookup(charset).name == "utf-8":
+            if text_codec(charset) == "utf-8":
                 return encoded
-            text = raw.decode(charset)
+            text = decode_text(raw, charset)
         except LookupError:
-            raise self.invalid(
-                f"a {media_type} part names charset {charset}, which allama cannot read"
-            ) from None
+            raise self.invalid(unreadable_charset(part, charset)) from None
         except UnicodeDecodeError:
-            raise self.invalid(
-                f"a {media_type} part must be text in its charset ({charset})"
-            ) from None
+            raise self.invalid(f"{part} must be text in its charset ({charset})") from None
         return base64.b64encode(text.encode("utf-8")).decode("ascii")
 
     def check_image(self, media_type: str | None) -> None:

@@ -105,9 +105,11 @@ from allama.types import (
 )
 from allama.types._data_urls import (
     data_url,
+    decode_text,
     inline_data,
     inline_document,
     part_media_type,
+    unreadable_charset,
 )
 
 __all__ = ["BODY_OPTION", "encode_request"]
@@ -252,11 +254,9 @@ class _Encoder:
             why = f"takes plain-text documents only, not {media_type}"
         else:
             try:
-                return data.decode(charset or "utf-8")
+                return decode_text(data, charset)
             except LookupError:
-                raise self.invalid(
-                    f"a text/plain document names charset {charset}, which allama cannot read"
-                ) from None
+                raise self.invalid(unreadable_charset("a text/plain document", charset)) from None
             except UnicodeDecodeError:
                 read = "UTF-8 text" if charset is None else f"text in their charset ({charset})"
                 why = f"takes plain-text documents as {read}, which this one is not"
