@@ -1,10 +1,11 @@
-"""Data URLs in image and document parts, as Anthropic, Gemini, Ollama and OpenAI (Chat
-Completions and the Responses API) are sent them: one reader for all. A data URL's `charset`
-is read as a part's own media type's is (RFC 2397:
+"""Data URLs in image and document parts, as Anthropic, Gemini, Ollama and the OpenAI
+family (Chat Completions presets and the Responses API) are sent them: one reader for all. A
+data URL's `charset` is read as a part's own media type's is (RFC 2397:
 `data:text/plain;charset=iso-8859-1;base64,...`); its data is read as browsers read it,
 percent-decoded first (`%3D` is `=`), so a document's text not marked base64 goes as its
 text; base64 of the URL-safe alphabet is read too, and every provider is sent standard
-base64."""
+base64. One that cannot be read (no valid base64, an image's of no data or not base64) is
+refused before sending by every provider, rather than answered 400 or paid for without it."""
 
 from __future__ import annotations
 
@@ -24,7 +25,14 @@ MODELS = {
     "ollama": "llava",
     "openai": "gpt-4.1",
     "openai-responses": "gpt-4.1",
+    "azure-openai": "gpt-4.1",
+    "groq": "meta-llama/llama-4-scout-17b-16e-instruct",
+    "mistral": "pixtral-large-latest",
+    "openrouter": "openai/gpt-4.1",
 }
+CHAT = ["openai", "azure-openai", "groq", "mistral", "openrouter"]
+"""The Chat Completions presets whose requests carry images as data URLs."""
+IMAGES = ["anthropic", "gemini", "ollama", *CHAT, "openai-responses"]
 DOCUMENTS = ["anthropic", "gemini", "ollama", "openai", "openai-responses"]
 
 
@@ -38,6 +46,8 @@ def sent(preset: str, part: ImagePart | DocumentPart) -> tuple[Any, list[str]]:
     """What the provider is sent for `part` (given after a text part), and the warnings."""
     if preset == "openai-responses":
         target = allama.provider("openai", api="responses", api_key="k")
+    elif preset == "azure-openai":
+        target = allama.provider(preset, api_key="k", base_url="https://r.openai.azure.com")
     else:
         target = allama.provider(preset, api_key="k")
     http, warnings = target._prepare(ChatRequest(MODELS[preset]).user("x", part), stream=False)
@@ -46,7 +56,7 @@ def sent(preset: str, part: ImagePart | DocumentPart) -> tuple[Any, list[str]]:
         wire = body["messages"][0]["content"][1]
     elif preset == "gemini":
         wire = body["contents"][0]["parts"][1]
-    elif preset == "openai":
+    elif preset in CHAT:
         wire = body["messages"][0]["content"][1:]
     elif preset == "openai-responses":
         wire = body["input"][0]["content"][1:]
@@ -164,12 +174,13 @@ def test_openai_sends_a_pdf_data_urls_bytes_as_standard_base64(preset: str, url:
 
 
 @pytest.mark.parametrize("preset", ["openai", "openai-responses"])
-def test_openai_leaves_out_a_document_data_url_of_no_valid_base64(preset: str) -> None:
-    document = DocumentPart(url="data:application/pdf;base64,%%%")
-    assert sent(preset, document) == (
-        [],
-        ["the document's data URL holds no valid base64; it was left out"],
-    )
+@pytest.mark.parametrize("url", ["data:application/pdf;base64,%%%", "data:text/plain;base64,%%%"])
+def test_openai_refuses_a_document_data_url_of_no_valid_base64(preset: str, url: str) -> None:
+    """As Anthropic, Gemini and Ollama refuse it: left out, the request was sent and paid
+    for without the document."""
+    with pytest.raises(InvalidRequestError) as raised:
+        sent(preset, DocumentPart(url=url))
+    assert str(raised.value) == "the document's data URL holds no valid base64"
 
 
 PNG = b"\x89PNG\r\n\x1a\n\x00\xfb\xff\xbe\x01"
@@ -184,10 +195,15 @@ def as_image(preset: str) -> Any:
         }
     if preset == "gemini":
         return {"inlineData": {"mimeType": "image/png", "data": PNG_B64}}
+    if preset in CHAT:
+        return [{"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG_B64}"}}]
+    if preset == "openai-responses":
+        url = f"data:image/png;base64,{PNG_B64}"
+        return [{"type": "input_image", "image_url": url, "detail": "auto"}]
     return {"content": "x", "images": [PNG_B64]}
 
 
-@pytest.mark.parametrize("preset", ["anthropic", "gemini", "ollama"])
+@pytest.mark.parametrize("preset", IMAGES)
 @pytest.mark.parametrize(
     "data",
     [
@@ -204,7 +220,63 @@ def test_an_image_data_url_goes_as_standard_base64(preset: str, data: str) -> No
     assert sent(preset, ImagePart(url=f"data:image/png;base64,{data}")) == (as_image(preset), [])
 
 
-@pytest.mark.parametrize("preset", ["anthropic", "gemini", "ollama"])
+@pytest.mark.parametrize("preset", IMAGES)
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"DATA:Image/PNG;Base64,{PNG_B64}",  # the type sent in lower case
+        f"data:image/png;name=a.png;base64,{PNG_B64}",  # and without its parameters
+    ],
+)
+def test_an_image_data_urls_type_goes_as_providers_name_it(preset: str, url: str) -> None:
+    assert sent(preset, ImagePart(url=url)) == (as_image(preset), [])
+
+
+@pytest.mark.parametrize("preset", [*CHAT, "openai-responses"])
+def test_an_image_data_url_naming_no_type_goes_with_the_parts(preset: str) -> None:
+    part = ImagePart(url=f"data:;base64,{PNG_B64}", media_type="Image/PNG")
+    assert sent(preset, part) == (as_image(preset), [])
+
+
+@pytest.mark.parametrize("preset", [*CHAT, "openai-responses"])
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("data:image/png;base64,%%%", "the image's data URL holds no valid base64"),
+        ("data:image/svg+xml,<svg/>", "an image data URL must be base64-encoded"),
+        (
+            f"data:;base64,{PNG_B64}",
+            "an image data URL that names no media type needs the part's `media_type`, such "
+            "as image/png",
+        ),
+    ],
+)
+def test_the_openai_family_refuses_an_image_data_url_it_cannot_send(
+    preset: str, url: str, why: str
+) -> None:
+    """Sent as given, each is answered 400 ("Invalid base64 image_url"): refused before
+    sending, as Anthropic, Gemini and Ollama refuse it, in their words."""
+    with pytest.raises(InvalidRequestError) as raised:
+        sent(preset, ImagePart(url=url))
+    assert str(raised.value) == why
+
+
+@pytest.mark.parametrize(
+    ("preset", "display"),
+    [
+        ("openai", "OpenAI"),
+        ("mistral", "Mistral"),
+        ("openrouter", "OpenRouter"),
+        ("openai-responses", "OpenAI"),
+    ],
+)
+def test_the_openai_family_refuses_an_image_data_url_of_no_data(preset: str, display: str) -> None:
+    with pytest.raises(InvalidRequestError) as raised:
+        sent(preset, ImagePart(url="data:image/png;base64,"))
+    assert str(raised.value) == f"the image holds no data, which {display} cannot read"
+
+
+@pytest.mark.parametrize("preset", IMAGES)
 @pytest.mark.parametrize(
     "data",
     [

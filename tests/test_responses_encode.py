@@ -295,11 +295,10 @@ def test_documents_an_endpoint_does_not_take_are_left_out_with_a_warning() -> No
         "Read",
         DocumentPart(data=b"%PDF", media_type="application/pdf"),
         DocumentPart(data=b"<html>", media_type="text/html"),
-        DocumentPart(data=b"\xff\xfe", media_type="text/plain"),
     )
     body, warnings = encode(request, name="openai-compatible")
     assert body["input"] == [{"role": "user", "content": [{"type": "input_text", "text": "Read"}]}]
-    assert fields(warnings) == [("documents", "unsupported")] * 3
+    assert fields(warnings) == [("documents", "unsupported")] * 2
     with pytest.raises(UnsupportedError) as caught:
         encode(request.with_unsupported_policy(UnsupportedPolicy.ERROR), name="openai-compatible")
     assert caught.value.field is RequestField.DOCUMENTS

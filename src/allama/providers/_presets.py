@@ -219,11 +219,25 @@ _PRESETS: tuple[Preset, ...] = (
         # 2024-08-01-preview and later") whatever the model, so only `json_object` goes, and
         # nothing says it enforces `strict` on tools, so tools go without it.
         before_versions=(
+            # `parallel_tool_calls` came with 2024-09-01-preview: the request schemas of the GA
+            # 2024-06-01 and of the 2024-07-01 and 2024-08-01 previews have none, and an
+            # earlier version answers 400 "Unrecognized request argument supplied:
+            # parallel_tool_calls" (Azure/azure-rest-api-specs#29545, on 2024-05-01-preview),
+            # so none is sent, `false` for strict tools included. First here, so that the
+            # earlier versions' name below is the one said.
+            (
+                "2024-09-01-preview",
+                {"display_name": "Azure OpenAI before api-version 2024-09-01-preview"},
+                {"parallel_tools": "unsupported"},
+            ),
+            # Their `top_logprobs` is 0 to 5 up to 2024-07-01-preview (20 from 2024-08-01-
+            # preview on, the GA 2024-10-21 included): more are asked as 5.
             (
                 "2024-08-01-preview",
                 {
                     "display_name": "Azure OpenAI before api-version 2024-08-01-preview",
                     "tool_dialect": SchemaDialect.NOT_HONOURED,
+                    "max_top_logprobs": 5,
                 },
                 {"structured": "json_object"},
             ),
@@ -302,7 +316,9 @@ _PRESETS: tuple[Preset, ...] = (
         # `api-key` header (or an Entra ID bearer token in `headers=`). It serves many model
         # families (OpenAI, Grok, Llama, Mistral, DeepSeek, Phi), whose schema support Azure
         # does not publish per model, so schemas pass through unchecked. The API rejects
-        # parameters outside its request schema, such as `stream_options`.
+        # parameters outside its request schema (ChatCompletionsOptions: no `stream_options`,
+        # `reasoning_effort`, `parallel_tool_calls`, `logprobs` or `top_logprobs`; the last
+        # three its capability table refuses), so none is sent.
         "azure-foundry",
         WireProfile(
             "azure-foundry",
@@ -313,6 +329,7 @@ _PRESETS: tuple[Preset, ...] = (
             json_mode_word=True,
             developer_role=False,
             stream_usage=False,
+            reasoning_effort=False,
         ),
         None,
         "AZURE_INFERENCE_CREDENTIAL",
@@ -526,7 +543,8 @@ _PRESETS: tuple[Preset, ...] = (
         # Ollama's /v1 drops tool_choice, parallel_tool_calls and max_completion_tokens
         # without a word; the schema becomes its native `format`, compiled by the build of
         # llama.cpp's converter Ollama carries, as on its own API (`name` and `strict`
-        # ignored).
+        # ignored). An assistant message's `reasoning` is its thinking (Ollama's /v1
+        # `Message.Reasoning`), which earlier turns' reasoning goes back in.
         "ollama-openai",
         WireProfile(
             "ollama-openai",
@@ -538,6 +556,7 @@ _PRESETS: tuple[Preset, ...] = (
             tool_choice=False,
             named_tool_choice=False,
             parallel_tool_calls=False,
+            reasoning_back="reasoning",
             response_schema_any_root=CapabilitySupport.SUPPORTED,
         ),
         "http://localhost:11434/v1",
@@ -545,9 +564,12 @@ _PRESETS: tuple[Preset, ...] = (
         key_required=False,
         description="Ollama's OpenAI-compatible endpoint",
         # Ollama's cloud called directly: its models are named without `-cloud`, and none
-        # applies `format`, so the schema is sent and not enforced.
+        # applies `format`, so the schema is sent and not enforced, nor JSON mode relied on.
         url_profiles=tuple(
-            (f"{host}/v1", {"response_dialect": SchemaDialect.NOT_HONOURED})
+            (
+                f"{host}/v1",
+                {"response_dialect": SchemaDialect.NOT_HONOURED, "applies_format": False},
+            )
             for host in ("://ollama.com", ".ollama.com", "://ollama.com:443", ".ollama.com:443")
         ),
     ),

@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, NoReturn
+from typing import Any, NamedTuple, NoReturn
 
 from allama.types._content import (
     ContentBlock,
@@ -24,7 +24,16 @@ from allama.types._content import (
     ToolCall,
     UserPart,
 )
-from allama.types._data_urls import base64_data, data_url, inline_document, part_media_type
+from allama.types._data_urls import (
+    base64_data,
+    data_url,
+    decode_text,
+    inline_data,
+    inline_document,
+    inline_media_type,
+    part_media_type,
+    unreadable_charset,
+)
 from allama.types._messages import (
     AssistantMessage,
     DeveloperMessage,
@@ -295,11 +304,55 @@ def messages_from_openai(messages: Iterable[Any]) -> tuple[Message, ...]:
     return tuple(reader.message(message, index) for index, message in enumerate(messages))
 
 
+class UnreadablePart(ValueError):
+    """A part whose own bytes cannot be read (a data URL of no valid base64, text not in its
+    charset): the caller's input to mend, which an encoder refuses before sending, where
+    another `ValueError` is a part the form has no place for, left out with a warning."""
+
+
+class InlineImage(NamedTuple):
+    media_type: str
+    """Lower case, without its parameters; empty where neither the data URL nor the part
+    names one."""
+    text: str
+    """Its bytes in standard base64."""
+    raw: bytes
+
+
+def inline_image(part: ImagePart) -> InlineImage | None:
+    """An image's bytes and media type, given as bytes or in a data URL read as the other
+    encoders read one (`inline_data`: its type, else the part's); `None` for an image by
+    URL. An `UnreadablePart` for a data URL that holds no base64 image: sent as given, it
+    is answered 400 ("Invalid base64 image_url")."""
+    if part.url is None:
+        raw = part.data or b""
+        text = base64.b64encode(raw).decode("ascii")
+        return InlineImage(part_media_type(part.media_type)[0], text, raw)
+    inline = data_url(part.url)
+    if inline is None:
+        return None
+    decoded = inline_data(inline, "image")
+    if isinstance(decoded, str):
+        raise UnreadablePart(decoded)
+    return InlineImage(inline_media_type(inline, part.media_type)[0], *decoded)
+
+
+NO_IMAGE_TYPE = (
+    "an image data URL that names no media type needs the part's `media_type`, such as image/png"
+)
+"""Why an image of no media type is refused, as the Gemini encoder words it."""
+
+
 def _image_url(part: ImagePart) -> str:
-    if part.url is not None:
-        return part.url
-    data = base64.b64encode(part.data or b"").decode("ascii")
-    return f"data:{part.media_type};base64,{data}"
+    """The image's URL, or its bytes as a data URL of standard base64 (`inline_image`)."""
+    found = inline_image(part)
+    if found is None:
+        return part.url or ""
+    if not found.raw:
+        raise UnreadablePart("the image holds no data")
+    if not found.media_type:
+        raise UnreadablePart(NO_IMAGE_TYPE)
+    return f"data:{found.media_type};base64,{found.text}"
 
 
 def user_part_to_openai(part: UserPart) -> dict[str, Any]:
@@ -322,7 +375,7 @@ def user_part_to_openai(part: UserPart) -> dict[str, Any]:
             raise ValueError("Chat Completions takes no document by URL, only its bytes")
         found = inline_document(inline, part.media_type)
         if isinstance(found, str):
-            raise ValueError(found)
+            raise UnreadablePart(found)
         data, media_type, charset = found
     if media_type == _PDF:
         encoded = base64.b64encode(data or b"").decode("ascii")
@@ -341,30 +394,28 @@ def user_part_to_openai(part: UserPart) -> dict[str, Any]:
 
 def document_text(data: bytes, charset: str | None) -> str:
     """A text/plain document's bytes as text, read in its `charset` (UTF-8 where it names
-    none), as Anthropic's and Ollama's encoders read one: OpenAI takes the text itself. A
-    `ValueError` saying why where it cannot be read."""
-    utf8 = charset is None or charset in ("utf-8", "utf8")
+    none) as every encoder reads one (`decode_text`): OpenAI takes the text itself. An
+    `UnreadablePart` saying why where it cannot be read."""
     try:
-        return data.decode("utf-8" if utf8 else (charset or "utf-8"))
+        return decode_text(data, charset)
     except LookupError:
-        raise ValueError(
-            f"a text/plain document names charset {charset}, which allama cannot read"
-        ) from None
+        raise UnreadablePart(unreadable_charset("a text/plain document", charset)) from None
     except UnicodeDecodeError:
-        if utf8:
-            raise ValueError("a text/plain document must be UTF-8 text") from None
-        raise ValueError(f"a text/plain document must be text in its charset ({charset})") from None
+        utf8 = charset is None or charset in ("utf-8", "utf8")
+        read = "UTF-8 text" if utf8 else f"text in its charset ({charset})"
+        raise UnreadablePart(f"a text/plain document must be {read}") from None
 
 
 _PDF = "application/pdf"
 
 
 class _PartError(Exception):
-    """A user part Chat Completions cannot hold, at `part` of its message."""
+    """A user part Chat Completions cannot hold, at `part` of its message; `unreadable`: one
+    whose bytes cannot be read (`UnreadablePart`), not one the form has no place for."""
 
-    def __init__(self, part: int, why: str) -> None:
+    def __init__(self, part: int, why: str, *, unreadable: bool = False) -> None:
         super().__init__(why)
-        self.part, self.why = part, why
+        self.part, self.why, self.unreadable = part, why, unreadable
 
 
 def _user_to_openai(message: UserMessage) -> dict[str, Any]:
@@ -376,7 +427,8 @@ def _user_to_openai(message: UserMessage) -> dict[str, Any]:
         try:
             content.append(user_part_to_openai(part))
         except ValueError as error:
-            raise _PartError(index, str(error)) from None
+            unreadable = isinstance(error, UnreadablePart)
+            raise _PartError(index, str(error), unreadable=unreadable) from None
     return {"role": "user", "content": content}
 
 
@@ -420,10 +472,10 @@ def messages_to_openai(messages: Iterable[Message]) -> list[dict[str, Any]]:
             try:
                 out.append(_user_to_openai(message))
             except _PartError as error:
-                raise ValueError(
-                    f"message {index} (user), part {error.part}: {error.why}; the form has no "
-                    "place for it"
-                ) from None
+                why = (
+                    error.why if error.unreadable else f"{error.why}; the form has no place for it"
+                )
+                raise ValueError(f"message {index} (user), part {error.part}: {why}") from None
         elif isinstance(message, AssistantMessage):
             out.append(_assistant_to_openai(message))
         else:

@@ -60,6 +60,13 @@ class ModelFamily:
     """Whether the family takes `stop` sequences (some reasoning models answer 400)."""
     efforts: tuple[tuple[str, str], ...] | None = None
     """Reasoning efforts the family takes, as (allama's, the wire's); `None`: sent as is."""
+    none_as: str | None = None
+    """The effort sent for `none` to a family that reasons whatever it is told (gpt-oss on
+    Ollama, which ignores `think: false`, to which Ollama turns `none`): its lowest, with a
+    refusal, since it still reasons (as the Ollama preset sends it)."""
+    applies_format: bool = True
+    """Whether the family's server applies a response format at all: Ollama's cloud models
+    apply none, JSON mode included, which is sent and not relied on, with a warning."""
     json_with_tools: bool = True
     """Whether JSON Schema output may go beside tools (Groq: "Streaming and tool use are not
     supported together with Structured Outputs"; xAI: only on Grok 4 models)."""
@@ -88,9 +95,10 @@ class ModelFamily:
     `"thinking": {"type": "disabled"}` turns off, and which reasoning effort `none` is sent
     as), `always` (deepseek-reasoner), or `when_asked` (`deepseek-chat`, V4 in its
     non-thinking mode: on only where the body option's `"thinking": {"type": "enabled"}`
-    turns it on). While it thinks, DeepSeek answers 400 to a forced `tool_choice`
-    ("Thinking mode does not support this tool_choice"): `forced_tool` is the answer for the
-    default, and a request that turns thinking off may force a tool."""
+    turns it on; effort `none`, which DeepSeek's `reasoning_effort` does not take, goes as
+    `disabled` too, what it does unasked). While it thinks, DeepSeek answers 400 to a forced
+    `tool_choice` ("Thinking mode does not support this tool_choice"): `forced_tool` is the
+    answer for the default, and a request that turns thinking off may force a tool."""
 
     def support(self, capability: ChatCapability) -> CapabilitySupport:
         if capability is ChatCapability.STRUCTURED_OUTPUT:
@@ -615,13 +623,37 @@ _DEEPSEEK_ROWS = (
     _DEEPSEEK_OTHERS,
 )
 
+_OLLAMA_EFFORTS: tuple[tuple[str, str], ...] = (
+    ("none", "none"),
+    ("minimal", "low"),
+    ("low", "low"),
+    ("medium", "medium"),
+    ("high", "high"),
+)
+"""Ollama's `reasoning_effort` on `/v1`: `minimal` is `low` on a current server and answered
+400 ("invalid reasoning value") by an older one, so `low` goes."""
+
 _OLLAMA_DEFAULT = ModelFamily(
     "*",
     StructuredLevel.STRICT,
     tools=U,
     forced_tool=N,
     parallel_tools=N,
+    efforts=_OLLAMA_EFFORTS,
 )
+# Cloud models (`gpt-oss:120b-cloud`) run on Ollama's cloud, which applies no `format` (its
+# documentation: no structured outputs there): the schema is sent, not enforced, and JSON
+# mode is not relied on.
+_OLLAMA_CLOUD = replace(
+    _OLLAMA_DEFAULT,
+    pattern="*[-:]cloud",
+    structured=StructuredLevel.BEST_EFFORT,
+    applies_format=False,
+)
+# gpt-oss reasons at `low`, `medium` or `high` and ignores `think: false` (Ollama's
+# documentation: its reasoning "cannot be fully disabled"), which `none` becomes: its
+# lowest goes instead, with a refusal, as on the Ollama preset.
+_GPT_OSS_ON_OLLAMA: dict[str, Any] = {"reasoning": S, "efforts": _LOW_TO_HIGH, "none_as": "low"}
 
 _LLAMA_CPP_DEFAULT = ModelFamily(
     "*",
@@ -638,8 +670,11 @@ CAPABILITY_TABLES: dict[str, CapabilityTable] = {
     "openai": CapabilityTable(_OPENAI_ROWS, _UNKNOWN),
     # Azure's model ids are deployment names; they match only when named after the model.
     "azure-openai": CapabilityTable(_OPENAI_ROWS, _UNKNOWN),
-    # Foundry's model ids are deployment names too, of models from many families.
-    "azure-foundry": CapabilityTable((), _UNKNOWN),
+    # Foundry's model ids are deployment names too, of models from many families. Its
+    # model-inference request schema (ChatCompletionsOptions, api-version 2024-05-01-preview)
+    # has no `parallel_tool_calls`, `logprobs` or `top_logprobs`, and the service answers 400
+    # to a parameter outside it (the `extra-parameters: error` default): none is sent.
+    "azure-foundry": CapabilityTable((), replace(_UNKNOWN, parallel_tools=N, logprobs=N)),
     "groq": CapabilityTable(_GROQ_ROWS, _UNKNOWN),
     "xai": CapabilityTable(_XAI_ROWS, ModelFamily("*", StructuredLevel.STRICT)),
     # Mistral's request has no `logprobs` (its API answers 422 to unknown fields).
@@ -647,13 +682,15 @@ CAPABILITY_TABLES: dict[str, CapabilityTable] = {
         (), ModelFamily("*", StructuredLevel.STRICT, reasoning=U, logprobs=N)
     ),
     "openrouter": CapabilityTable((), _UNKNOWN),
-    # An id of no row's still reads the body option's `thinking` (`when_asked`).
+    # An id of no row's still reads the body option's `thinking` (`when_asked`), and takes
+    # the efforts DeepSeek documents (`low`, `high`), as its named models do.
     "deepseek": CapabilityTable(
         _DEEPSEEK_ROWS,
         ModelFamily(
             "*",
             StructuredLevel.JSON_OBJECT,
             images=N,
+            efforts=_LOW_HIGH,
             sampling="without_thinking",
             thinking="when_asked",
         ),
@@ -690,17 +727,11 @@ CAPABILITY_TABLES: dict[str, CapabilityTable] = {
         (),
         ModelFamily("*", StructuredLevel.BEST_EFFORT, tools=U, forced_tool=U, parallel_tools=U),
     ),
-    # Cloud models (`gpt-oss:120b-cloud`) run on Ollama's cloud, which applies no `format`
-    # (its documentation: no structured outputs there): the schema is sent, not enforced.
     "ollama-openai": CapabilityTable(
         (
-            ModelFamily(
-                "*[-:]cloud",
-                StructuredLevel.BEST_EFFORT,
-                tools=U,
-                forced_tool=N,
-                parallel_tools=N,
-            ),
+            replace(_OLLAMA_CLOUD, pattern="gpt-oss*[-:]cloud", **_GPT_OSS_ON_OLLAMA),
+            _OLLAMA_CLOUD,
+            replace(_OLLAMA_DEFAULT, pattern="gpt-oss*", **_GPT_OSS_ON_OLLAMA),
         ),
         _OLLAMA_DEFAULT,
     ),

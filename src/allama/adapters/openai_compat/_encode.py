@@ -9,7 +9,6 @@ it: `response_format` for a response format, `tools` for a strict tool.
 
 from __future__ import annotations
 
-import base64
 import functools
 import json
 import re
@@ -65,7 +64,12 @@ from allama.types import (
     WarningKind,
 )
 from allama.types._data_urls import data_url, inline_media_type, part_media_type
-from allama.types._openai import user_part_to_openai
+from allama.types._openai import (
+    NO_IMAGE_TYPE,
+    UnreadablePart,
+    inline_image,
+    user_part_to_openai,
+)
 from allama.types._response import REASONING_DETAILS_KEY, RESUME_KEY
 
 if TYPE_CHECKING:
@@ -260,7 +264,9 @@ class _Encoder:
                 content.append({"type": "text", "text": part.text})
             elif isinstance(part, ImagePart):
                 if self.takes_images():
-                    content.append({"type": "image_url", "image_url": {"url": _image_url(part)}})
+                    content.append(
+                        {"type": "image_url", "image_url": {"url": self.image_url(part)}}
+                    )
             elif (document := self.document(part)) is not None:
                 content.append(document)
         return {"role": "user", "content": content or ""}
@@ -276,6 +282,34 @@ class _Encoder:
             instead="the image was left out",
         )
         return False
+
+    def image_url(self, part: ImagePart) -> str:
+        """The image's URL, or its bytes as a data URL, checked as the other encoders check
+        one and of standard base64 alone (not the whitespace, `%3D` or URL-safe `-_` a data
+        URL may hold): OpenAI answers 400 "Invalid base64 image_url" to those. Ollama reads
+        only `data:image/{jpeg,jpg,png,webp};base64,` or `data:;base64,` (else "invalid
+        image input"), so another type goes there as the latter, its bytes alone."""
+        try:
+            found = inline_image(part)
+        except UnreadablePart as error:
+            raise self.invalid(str(error)) from None
+        if found is None:
+            return part.url or ""
+        if not found.raw:
+            raise self.invalid(
+                f"the image holds no data, which {self.profile.display_name} cannot read"
+            )
+        media_type = found.media_type
+        if self.profile.name == _OLLAMA:
+            media_type = media_type if media_type in _OLLAMA_IMAGE_TYPES else ""
+        elif not media_type:
+            raise self.invalid(NO_IMAGE_TYPE)
+        return f"data:{media_type};base64,{found.text}"
+
+    def invalid(self, why: str) -> InvalidRequestError:
+        """The error for input no endpoint can read, refused before sending (not raised
+        here)."""
+        return InvalidRequestError(why).mark_authored().with_provider(self.profile.name)
 
     def document(self, part: DocumentPart) -> dict[str, Any] | None:
         display = self.profile.display_name
@@ -296,6 +330,8 @@ class _Encoder:
             return None
         try:
             return user_part_to_openai(part)
+        except UnreadablePart as error:  # bad input, as the other encoders refuse it
+            raise self.invalid(str(error)) from None
         except ValueError as error:
             self.degradations.refuse(RequestField.DOCUMENTS, str(error), instead="it was left out")
             return None
@@ -378,7 +414,7 @@ class _Encoder:
         return {
             "id": call.id,
             "type": "function",
-            "function": {"name": call.name, "arguments": call.arguments},
+            "function": {"name": call.name, "arguments": sent_arguments(call)},
         }
 
     @functools.cached_property
@@ -526,10 +562,30 @@ class _Encoder:
                         "and its arguments follow the schema as far as the model does",
                     )
             self.schema_sent = True
+        parameters = self.without_schema_ids(parameters, RequestField.TOOLS, f"tool `{tool.name}`")
         function = _present(
             name=tool.name, description=tool.description, parameters=parameters, strict=strict
         )
         return {"type": "function", "function": function}
+
+    def without_schema_ids(
+        self, schema: dict[str, Any], field: RequestField, subject: str
+    ) -> dict[str, Any]:
+        """`schema` as sent, without the `$schema` and `$id` at its root on Mistral, which
+        answers 400 to them ("failed to compile JSON schema"; litellm strips them alike),
+        with a warning. They say nothing of what the schema accepts: a strict rewrite drops
+        them already, but a schema that goes as given (not strict, or one the strict subset
+        cannot hold) keeps them, as an MCP server's or zod's schema has them."""
+        found = [key for key in _SCHEMA_IDS if key in schema]
+        if self.profile.name != "mistral" or not found:
+            return schema
+        keys = " and ".join(f"`{key}`" for key in found)
+        self.degradations.approximate(
+            field,
+            f"{self.profile.display_name} cannot compile a schema whose root holds `$schema` "
+            f"or `$id`; {subject} was sent without its {keys}",
+        )
+        return {key: value for key, value in schema.items() if key not in _SCHEMA_IDS}
 
     def strict_schema(
         self, dialect: SchemaDialect, schema: dict[str, Any], field: RequestField, subject: str
@@ -746,6 +802,7 @@ class _Encoder:
         if fmt.type == "text":
             return {"type": "text"}
         if fmt.type == "json":
+            self.json_mode_unapplied()
             self.json_mode_note()
             return {"type": "json_object"}
         if fmt.type == "choice":
@@ -760,6 +817,18 @@ class _Encoder:
                 )
             return None
         return self.json_schema(fmt)
+
+    def json_mode_unapplied(self) -> None:
+        """Say that JSON mode is sent and not applied where the endpoint or the model's server
+        applies no response format (Ollama's cloud), as a strict schema is said not enforced
+        there: refused, under the policy."""
+        if self.profile.applies_format and self.family.applies_format:
+            return
+        self.degradations.refuse(
+            RequestField.RESPONSE_FORMAT,
+            f"{self.profile.display_name} does not apply JSON mode for `{self.request.model}`",
+            instead="`json_object` was sent, and the output is not constrained to JSON",
+        )
 
     def json_mode_note(self) -> None:
         """allama's note for JSON mode, with a warning, where the endpoint takes the mode only
@@ -842,6 +911,14 @@ class _Encoder:
             return None
         if self.logprobs_refused_at(effort):
             return None
+        most = self.profile.max_top_logprobs
+        if most is not None and top > most:
+            self.degradations.approximate(
+                RequestField.LOGPROBS,
+                f"{self.profile.display_name} takes at most {most} alternatives per token "
+                f"(`top_logprobs`); {most} were asked for, not {top}",
+            )
+            return most
         return top
 
     def logprobs_refused_at(self, effort: str | None) -> bool:
@@ -912,6 +989,7 @@ class _Encoder:
                 schema, strict = self.strict_schema(
                     self.profile.response_dialect, schema, field, subject
                 )
+        schema = self.without_schema_ids(schema, field, subject)
         if self.profile.json_schema_shape == "raw":
             return {"type": "json_schema", "json_schema": schema}
         body: dict[str, Any] = {"name": name, "schema": schema}
@@ -927,6 +1005,14 @@ class _Encoder:
             return wanted
         sent = dict(allowed).get(wanted)
         where = f"`{self.request.model}` on {self.profile.display_name}"
+        lowest = self.family.none_as
+        if sent is None and wanted == "none" and lowest is not None:
+            self.degradations.refuse(
+                RequestField.REASONING_EFFORT,
+                f"{where} cannot turn reasoning off (it reasons whatever it is told)",
+                instead=f"its lowest effort, `{lowest}`, was sent",
+            )
+            return lowest
         if sent is None:
             self.degradations.refuse(
                 RequestField.REASONING_EFFORT, f"{where} takes no reasoning effort `{wanted}`"
@@ -1079,8 +1165,12 @@ class _Encoder:
 
     def thinking_off_by_effort(self) -> bool:
         """Whether reasoning effort `none` turns the family's thinking mode off: sent as
-        `"thinking": {"type": "disabled"}` (DeepSeek V4, which takes no effort `none`)."""
-        return self.family.thinking == "by_default" and self.request.reasoning_effort == "none"
+        `"thinking": {"type": "disabled"}` (DeepSeek V4, which takes no effort `none`, and the
+        models that think only when asked, where it is what they do unasked)."""
+        return (
+            self.family.thinking in ("by_default", "when_asked")
+            and self.request.reasoning_effort == "none"
+        )
 
     def unforced_why(self) -> str:
         """Why no tool is forced in thinking mode, and how to leave it where the model can."""
@@ -1325,6 +1415,9 @@ JSON_OBJECT_NOTE = "Answer with one JSON object."
 """What JSON mode is told where the caller's messages do not ask for JSON."""
 
 
+_SCHEMA_IDS = ("$schema", "$id")
+"""The root keywords Mistral cannot compile a schema with (`without_schema_ids`)."""
+
 _LIMIT_FIELDS = ("max_completion_tokens", "max_tokens")
 """The fields an output limit goes in on Chat Completions."""
 
@@ -1391,11 +1484,20 @@ def choice_grammar(options: tuple[str, ...]) -> str:
     return "root ::= " + " | ".join(_gbnf_literal(option) for option in options)
 
 
-def _image_url(part: ImagePart) -> str:
-    if part.url is not None:
-        return part.url
-    data = base64.b64encode(part.data or b"").decode("ascii")
-    return f"data:{part.media_type};base64,{data}"
+def sent_arguments(call: ToolCall) -> str:
+    """A function call's arguments as they go back: blank ones (a call of no arguments,
+    as some models write it) as `{}`, since the wire's `arguments` is JSON text of an
+    object, which Ollama reads with `json.Unmarshal` and answers 400 to where it is blank,
+    as the native Ollama and Gemini encoders send them."""
+    return call.arguments if call.arguments.strip() else "{}"
+
+
+_OLLAMA = "ollama-openai"
+"""The profile of Ollama's OpenAI-compatible endpoint, which reads an image's data URL by
+its exact start (`decodeImageURL`)."""
+
+_OLLAMA_IMAGE_TYPES = frozenset({"image/jpeg", "image/jpg", "image/png", "image/webp"})
+"""The media types Ollama's endpoint takes named in an image's data URL."""
 
 
 def encode_request(

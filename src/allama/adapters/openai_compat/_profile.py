@@ -72,6 +72,13 @@ class WireProfile:
     warning."""
     schema_streams: bool = True
     reasoning_effort: bool = True
+    max_top_logprobs: int | None = None
+    """The most alternatives per token the endpoint takes (`top_logprobs`), `None`: no limit
+    known (OpenAI's 20); more are asked as that many, with a warning (Azure OpenAI's request
+    schema caps them at 5 before api-version 2024-08-01-preview)."""
+    applies_format: bool = True
+    """Whether the endpoint applies a response format at all: Ollama's cloud (ollama.com)
+    applies none, JSON mode included, which is sent and not relied on, with a warning."""
     max_stop_sequences: int | None = None
     """The most stop sequences the endpoint takes (OpenAI's and Groq's 4), `None`: no limit
     known; more are cut to the first ones, with a warning."""

@@ -99,7 +99,7 @@ from allama._degradations import Degradations
 from allama.adapters._http import HttpRequest, option_fields, settings_as_sent
 from allama.adapters._tool_ids import IdRule, hashed_id, with_tool_ids
 from allama.adapters.openai_compat._capabilities import ModelFamily
-from allama.adapters.openai_compat._encode import JSON_OBJECT_NOTE, _image_url
+from allama.adapters.openai_compat._encode import JSON_OBJECT_NOTE, sent_arguments
 from allama.adapters.openai_compat._encode import _Encoder as _ChatEncoder
 from allama.adapters.openai_compat._profile import WireProfile, pdfs_from
 from allama.adapters.openai_responses._decode import (
@@ -273,7 +273,7 @@ class _Encoder(_ChatEncoder):
                 content.append({"type": "input_text", "text": part.text})
             elif isinstance(part, ImagePart):
                 if self.takes_images():
-                    url = _image_url(part)
+                    url = self.image_url(part)
                     content.append({"type": "input_image", "image_url": url, "detail": "auto"})
             elif (document := self.input_document(part)) is not None:
                 content.append(document)
@@ -283,25 +283,23 @@ class _Encoder(_ChatEncoder):
 
     def input_document(self, part: DocumentPart) -> dict[str, Any] | None:
         """An `input_file` (PDF bytes as a data URL, or a URL), or text as `input_text`: a
-        data URL's bytes read as bytes are (`inline_document`), text in its charset."""
+        data URL's bytes read as bytes are (`inline_document`), text in its charset; one
+        whose bytes cannot be read is refused before sending, as the other encoders refuse
+        it, rather than the request paid for without it."""
         display = self.profile.display_name
         media_type, charset = part_media_type(part.media_type)
         data = part.data
         inline = None if part.url is None else data_url(part.url)
         if inline is not None:
             found = inline_document(inline, part.media_type)
-            if isinstance(found, str):
-                self.degradations.refuse(RequestField.DOCUMENTS, found, instead="it was left out")
-                return None
+            if isinstance(found, str):  # bad input, refused as the other encoders refuse it
+                raise self.invalid(found)
             data, media_type, charset = found
         if media_type == "text/plain" and data is not None:
             try:
                 return {"type": "input_text", "text": document_text(data, charset)}
             except ValueError as error:
-                self.degradations.refuse(
-                    RequestField.DOCUMENTS, str(error), instead="it was left out"
-                )
-                return None
+                raise self.invalid(str(error)) from None
         if data is not None and media_type != "application/pdf":
             self.degradations.refuse(
                 RequestField.DOCUMENTS,
@@ -396,7 +394,7 @@ class _Encoder(_ChatEncoder):
             "type": "function_call",
             "call_id": call.id,
             "name": call.name,
-            "arguments": call.arguments,
+            "arguments": sent_arguments(call),
         }
 
     @functools.cached_property
