@@ -131,7 +131,7 @@ class Free(BaseModel):
         (
             Reading,
             '{"x": 1e999}',
-            "the number `1e999` is too large for a floating point value at `x`",
+            "the number `1e999` is too large for a floating point value",
             "x",
         ),
         (
@@ -244,6 +244,6 @@ def test_a_number_too_large_for_a_float_is_a_decimal_only_where_a_decimal_reads_
         return
     path, number = expected
     assert _refusal(tp, output) == (
-        f"the number `{number}` is too large for a floating point value at `{path}`",
+        f"the number `{number}` is too large for a floating point value",
         path,
     )

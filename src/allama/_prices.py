@@ -362,9 +362,10 @@ def price(entries: Iterable[Charge | Cost | str], *, batch: bool = False) -> Cos
 
 
 def _price(entries: Iterable[Charge | Cost | str], batch: bool) -> Cost | str:
+    given = list(entries)
     entries = [
         part
-        for entry in entries
+        for entry in given
         for part in ((entry,) if isinstance(entry, str | Cost) else _by_model(entry))
     ]
     known: Cost | None = None
@@ -388,8 +389,8 @@ def _price(entries: Iterable[Charge | Cost | str], batch: bool) -> Cost | str:
                 for other in entries
                 if not isinstance(other, str)
             ):
-                # Said of one call, not of the record, whose usage sums the others'.
-                return f"{priced} for one of its calls"
+                # Said of the calls, not of the record, whose usage sums the others'.
+                return _calls_unreported(given, priced, batch)
             return priced
         one, ref, label = priced
         refs = matched.setdefault(label, [])
@@ -403,6 +404,34 @@ def _price(entries: Iterable[Charge | Cost | str], batch: bool) -> Cost | str:
             charged = replace(charged, source=source)
         return charged if known is None else known + charged
     return known if known is not None else NO_USAGE
+
+
+def _calls_unreported(given: list[Charge | Cost | str], reason: str, batch: bool) -> str:
+    """`reason`, a count unreported, said of the calls `given` (a record's charges) that
+    left it out: `for one of its calls`, or how many of how many (`for 5 of its 6 calls`;
+    of how many is unsaid where a cost or a reason read back stands for calls uncounted);
+    as it is where every call left it out. Each entry is one response (a declined attempt
+    `_by_model` splits off is of its call)."""
+    charges = [entry for entry in given if not isinstance(entry, str | Cost)]
+    count = 0
+    for entry in charges:
+        if _reason_before_lookup(*entry[:3]) != reason:
+            continue
+        if len(entry) > 7 and entry[7]:
+            # What the provider said it cost may price a call whose counts it left out.
+            try:
+                if _price_charge(entry, batch) != reason:
+                    continue
+            except Exception:  # as `_price` takes it: a reason of its own, not this one
+                continue
+        count += 1
+    if count <= 1:
+        return f"{reason} for one of its calls"
+    if len(charges) < len(given):
+        return f"{reason} for {count} of its calls"
+    if count == len(charges):
+        return reason
+    return f"{reason} for {count} of its {len(charges)} calls"
 
 
 def cost_of(

@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Self
 
 from pydantic import JsonValue
 
-from allama.errors import ExtractionError, MessageOrigin
+from allama.errors import EXTRACTION_METADATA_KEY, ExtractionError, MessageOrigin
 from allama.extract._metadata import ExtractionMetadata
 from allama.extract._mode import ExtractionMode, SchemaEnforcement
 from allama.types import ChatResponse, FinishReason
@@ -85,9 +85,10 @@ class _Failure(ExtractionError):
         return failure
 
     def _log_fields(self) -> dict[str, JsonValue]:
-        out: dict[str, JsonValue] = {"extraction.mode": self.metadata.mode.value}
-        out["extraction.passes"] = self.metadata.passes
-        return out
+        # The record under the key a provider error raised mid-extraction carries it
+        # (`ExtractionMetadata.attach_to`): one family of keys and the same figures, usage
+        # and cost, in the log view whichever way the extraction failed.
+        return {EXTRACTION_METADATA_KEY: self.metadata.to_json_dict()}
 
     def __repr__(self) -> str:
         shown = [f"provider={self.provider_name!r}"]

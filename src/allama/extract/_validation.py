@@ -693,6 +693,8 @@ def _check(
     try:
         value = _loads(raw)
     except NotJsonError as error:
+        if error.number is not None:
+            return _too_large(raw, error, adapter, schema, reject_undeclared, plan)
         return _not_json(error, adapter)
     except ValueError as error:  # a `JSONDecodeError`, or a number too long to convert
         return Failure(message=str(error), path=None, invalid_json=True)
@@ -733,12 +735,10 @@ def _check(
     if kept == NOT_FINITE and _overflows(value):
         # A number too large for a float (`1e400`, a long integer), in a float field, reads
         # as infinity. One the output does not hold is the type's own: a default of
-        # `float("inf")`, a validator's.
+        # `float("inf")`, a validator's. It is valid JSON (RFC 8259 sets numbers no limit):
+        # the type's range is what it breaks, a mismatch at its place (`path`, said once).
         path = _non_finite_path(seen)
-        where = f" at `{path}`" if path else ""
-        return Failure(
-            f"a number is too large for a floating point value{where}", path, invalid_json=True
-        )
+        return Failure("a number is too large for a floating point value", path)
     return seen if whole else validated
 
 
@@ -1063,8 +1063,8 @@ def _keys_read_as_one(merged: Merged, adapter: TypeAdapter[Any]) -> Failure:
 
 def _not_json(error: NotJsonError, adapter: TypeAdapter[Any]) -> Failure:
     """The failure of an output that is not strict JSON: the reader's message, or where the
-    type places a key it names in a map typed secret (or a key or a number in a secret
-    value), made again without them."""
+    type places a key it names in a map typed secret (or a key in a secret value), made
+    again without it."""
     secrets = _secrets_of(adapter)
     if secrets is None:  # the usual type: the message stands
         return Failure(message=str(error), path=error.path, invalid_json=True)
@@ -1073,11 +1073,59 @@ def _not_json(error: NotJsonError, adapter: TypeAdapter[Any]) -> Failure:
     said = error.said
     if error.key is not None and len(parts) - 1 in hidden:
         said = "a secret key appears twice in the object"
-    elif error.number is not None and len(parts) in hidden:
-        said = "a secret number is too large for a floating point value"
     path = _spelled(error.parts, hidden) or None
     message = f"{said} at `{path}`" if path else said
     return Failure(message=message, path=path, invalid_json=True)
+
+
+def _too_large(
+    raw: str,
+    error: NotJsonError,
+    adapter: TypeAdapter[Any],
+    schema: dict[str, Any] | None,
+    reject_undeclared: bool,
+    plan: OutputPlan | None,
+) -> Failure:
+    """The failure of a number written too large for a float (`1e400`, `error.number`).
+
+    It is valid JSON (RFC 8259 sets numbers no limit): what it breaks is the type at its
+    place, a mismatch the model is told of there, not a text to write again as JSON. The
+    text is read once more with floats near the largest in place of such numbers
+    (`stood_in`): where the type refuses that at the number's place (an `int`, a `str`, a
+    bound), its refusal is the one, said of the number written (of its JSON type alone in
+    a secret-typed field: `a secret floating point number`, expected an integer); where it
+    takes it (a float), the number is past a float's range."""
+    secrets = _secrets_of(adapter)
+    hidden = frozenset() if secrets is None else secrets.hidden(error.parts, labels=False)
+    secret = len(error.parts) in hidden
+    path = _spelled(error.parts, hidden) or None
+    huge = too_large(raw, lossy_numbers(raw))
+    if huge:
+        written = stood_in(raw, huge)
+        again = _check(written, adapter, schema, reject_undeclared, plan)
+        if isinstance(again, Failure) and again.path == path:
+            if secret:
+                return again  # its value said by its JSON type alone
+            return replace(again, message=_said_as_written(again.message, written, error))
+    if secret:
+        return Failure("a secret number is too large for a floating point value", path)
+    return Failure(f"the number `{error.number}` is too large for a floating point value", path)
+
+
+def _said_as_written(message: str, written: str, error: NotJsonError) -> str:
+    """`message`, of a reading of `written` (the output with stand-ins for its numbers too
+    large for a float), saying the number at `error`'s place as the output wrote it."""
+    node: Any = json.loads(written)
+    try:
+        for part in error.parts:
+            node = node[part]
+    except (KeyError, IndexError, TypeError):  # a key written twice on the way: unsaid
+        return message
+    if type(node) is not float:
+        return message
+    stand_in = repr(node)
+    message = message.replace(f"floating point `{stand_in}`", f"number `{error.number}`")
+    return message.replace(stand_in, str(error.number))
 
 
 def _undeclared(found: UndeclaredKey, written: Any, adapter: TypeAdapter[Any]) -> Failure:
