@@ -14,8 +14,8 @@ from allama.adapters.openai_compat._sse import ChatStreamDecoder, SseParser, dec
 from allama.errors import (
     Error,
     IncompleteStreamError,
-    InvalidRequestError,
     RateLimitedError,
+    RejectedOutputError,
     ServerError,
     StreamDecodeError,
 )
@@ -345,7 +345,7 @@ def test_groq_error_event_maps_to_its_status() -> None:
         + b"\n\n"
     )
     _, error = _events_until_error(data)
-    assert type(error) is InvalidRequestError
+    assert type(error) is RejectedOutputError
     assert error.status == 400
     assert error.retryable
 

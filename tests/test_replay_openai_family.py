@@ -37,6 +37,7 @@ from allama.errors import (
     NotFoundError,
     PermissionDeniedError,
     RateLimitedError,
+    RejectedOutputError,
     ServerError,
     UnsupportedError,
 )
@@ -89,7 +90,7 @@ REASONING_OUTSIDE_COMPLETION = {"xai"}
 # A few recorded errors, checked by name as well: a changed mapping shows up here first.
 KNOWN_ERRORS: dict[str, type[Error]] = {
     "azure_openai/foundry_models_429_retry_after": RateLimitedError,
-    "groq/error_in_stream_tool_use_failed": InvalidRequestError,
+    "groq/error_in_stream_tool_use_failed": RejectedOutputError,
     "openai/error_400_invalid_json_schema_from_issue": UnsupportedError,
     "openrouter/error_400_context_length": ContextWindowExceededError,
     "xai/error_400_invalid_api_key": AuthenticationError,
@@ -606,7 +607,17 @@ def expected_error(case: Case) -> type[Error]:
         return PermissionDeniedError
     if status >= 500:
         return ServerError
+    body = case.data.get("response_body")
+    error = body.get("error") if isinstance(body, dict) else None
+    code = error.get("code") if isinstance(error, dict) else None
+    stream = str(case.data.get("stream", ""))
+    if code in REFUSED_OUTPUT or any(f'"code":"{code}"' in stream for code in REFUSED_OUTPUT):
+        return RejectedOutputError  # the model's output Groq's check refused
     return InvalidRequestError
+
+
+REFUSED_OUTPUT = ("tool_use_failed", "json_validate_failed")
+"""Groq's codes for a model output its own check refused."""
 
 
 def expected_retry_after(case: Case) -> float | None:

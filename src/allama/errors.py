@@ -555,13 +555,13 @@ class ContextWindowExceededError(InvalidRequestError):
 
 class RejectedOutputError(InvalidRequestError):
     """The model answered, and the provider refused the answer itself: its own check of the
-    output against the schema failed (Groq's `json_validate_failed`). Asking again may give
-    one it takes.
+    output against the schema failed (Groq's `json_validate_failed`; its `tool_use_failed`
+    for a tool call). Asking again may give one it takes.
 
     `failed_output` is the model's output as the provider gave it back (`None` when it gave
     none): the model's words, kept for the caller and left out of `repr` and the log view.
-    An extraction in native mode reads it as that pass's output (asked again under
-    `retries`; else a `ParseError` whose `raw` it is).
+    An extraction reads it as that pass's output, a refused call as the pass's call with a
+    forced tool (asked again under `retries`; else a `ParseError` whose `raw` it is).
     """
 
     kind = "rejected_output"
@@ -662,7 +662,8 @@ class ExtractionError(Error):
     when the provider answered with an error) and the record of every pass (`metadata`), so
     failed output and its cost stay inspectable. Provider errors during an extraction are
     raised as themselves, not as this, but for an output the provider refused itself
-    (`RejectedOutputError`): in native mode, that output failed as one answered would (a
+    (`RejectedOutputError`): that output (or, with a forced tool, the call it refused)
+    failed as one answered would (a
     `ParseError` whose `raw` it is, the provider's error its `__cause__`). Extraction
     failures are never retryable: the same request would fail the same way.
     """

@@ -9,9 +9,12 @@ sync and async extraction cannot drift apart.
 from __future__ import annotations
 
 import inspect
+import json
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
+
+from pydantic_core import from_json
 
 from allama._degradations import FORMAT_NOT_SENT, NOT_ON_STREAMS
 from allama.errors import (
@@ -501,12 +504,50 @@ def _failed(
     return error if response is None else error.with_response(response)
 
 
-def _refused_output(outcome: Error, mode: ExtractionMode) -> str | None:
-    """The output the provider refused itself (`RejectedOutputError`) in native mode: the
-    pass's answer, which came back in the provider's error rather than in a response."""
-    if mode is ExtractionMode.NATIVE and isinstance(outcome, RejectedOutputError):
+def _refused_output(outcome: Error) -> str | None:
+    """The output the provider refused itself (`RejectedOutputError`): the pass's answer,
+    which came back in the provider's error rather than in a response. In native mode the
+    text the schema check refused (Groq's `json_validate_failed`); with a forced tool, the
+    call the tool check refused (Groq's `tool_use_failed`), read as `_refused_answer` says."""
+    if isinstance(outcome, RejectedOutputError):
         return outcome.failed_output
     return None
+
+
+_REFUSED_CALL_ID = "call_0"
+"""The id of a refused call read back (the provider gives it none): allama's stand-in, as
+for a provider that gives no ids (`allama.adapters._tool_ids`)."""
+
+
+def _refused_answer(output: str, outcome: Error, mode: ExtractionMode) -> ChatResponse:
+    """The answer holding a refused output, as a response would have held it: its text,
+    or with a forced tool the call where the output is one (`{"name": ..., "arguments":
+    ...}`, as Groq gives a call back), else the text the model wrote in its place (a call
+    in words the provider could not read); nothing where it wrote nothing (no call where
+    one was required)."""
+    call = _refused_call(output) if mode is ExtractionMode.FORCED_TOOL else None
+    content: tuple[TextPart | ToolCall, ...] = (
+        (call,) if call is not None else (TextPart(text=output),) if output else ()
+    )
+    return ChatResponse(content, provider=outcome.provider, model=outcome.model)
+
+
+def _refused_call(output: str) -> ToolCall | None:
+    """The tool call a refused output gives back, or `None` where it is not one. Arguments
+    given as an object are its JSON text; as text, that text (the call's own JSON, as the
+    wire gives arguments)."""
+    try:
+        given = from_json(output, allow_inf_nan=False)
+    except (ValueError, TypeError):  # (TypeError: a lone surrogate)
+        return None
+    if not isinstance(given, dict) or "arguments" not in given:
+        return None
+    name, arguments = given.get("name"), given["arguments"]
+    if not isinstance(name, str):
+        return None
+    if not isinstance(arguments, str):
+        arguments = json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
+    return ToolCall(id=_REFUSED_CALL_ID, name=name, arguments=arguments)
 
 
 _PROVIDER_REFUSED = "the provider's check of the output against the schema refused it"
@@ -522,9 +563,7 @@ def _read_refused(
     the turn that asks again quotes, and the target naming the provider that refused it (a
     failover's, not the failover). No response came: the answer is only that."""
     mode = metadata.mode
-    answer = ChatResponse(
-        (TextPart(text=output),) if output else (), provider=outcome.provider, model=outcome.model
-    )
+    answer = _refused_answer(output, outcome, mode)
     named = _answered_by(target, outcome.provider, outcome.model)
     try:
         parsed = parse_value(
@@ -535,11 +574,12 @@ def _read_refused(
         raise
     if isinstance(parsed, Rejection):
         return answer, parsed, named
+    calls = answer.tool_calls()
     refused = ParseError(
         provider=named.provider,
         metadata=ExtractionMetadata.new(mode),
         mode=mode,
-        raw=output,
+        raw=calls[0].arguments if calls else output,  # what a response's would be
         detail=_PROVIDER_REFUSED,
     )
     return answer, Rejection(refused), named
@@ -552,7 +592,7 @@ def refused_midway(error: Error, opened: Opened, settings: Settings) -> _Failure
     its usage, the call counted made (its usage unknown where none came), not a pass.
     `None` for any other error. A stream is not asked again; the caller raises it from
     `error`."""
-    refused = _refused_output(error, opened.metadata.mode)
+    refused = _refused_output(error)
     if refused is None:
         return None
     metadata = opened.metadata.model_copy(deep=True)
@@ -591,7 +631,7 @@ def extract_steps(
             # A failed call that reported usage (and each the chain holds) was paid for:
             # counted, though not a pass, as in a stream that failed.
             metadata.record_paid(paid_for(outcome))
-            refused = _refused_output(outcome, metadata.mode)
+            refused = _refused_output(outcome)
             if refused is not None:
                 # The model answered, and the provider refused the answer: it fails as an
                 # answer would, and is asked again as one would be.
@@ -746,7 +786,7 @@ def open_steps(
                 # What a wrapper's failed attempts before it paid (a retry that gave up): counted
                 # with the record the error carries, as a call's are.
                 metadata.record_paid(paid_for(outcome))
-                refused = _refused_output(outcome, metadata.mode)
+                refused = _refused_output(outcome)
                 if refused is not None:
                     # An answer the provider refused as the stream opened: it fails as a
                     # streamed answer would at `finish()` (a stream is not asked again).
@@ -775,7 +815,7 @@ def open_steps(
                     item = yield ReadFirst(stream)
                     ahead.append(item)
                 if isinstance(item, Error):
-                    refused = _refused_output(item, metadata.mode)
+                    refused = _refused_output(item)
                     if refused is not None:
                         # Read as one refused as the stream opened (above). The call was
                         # made: the usage the stream reported before it, else unknown.

@@ -131,6 +131,9 @@ _TOOL_SCHEMA = r"(?i)invalid schema for function"
 _UNFORCEABLE = r"(?i)does not support this tool_choice"
 """DeepSeek's 400 to a forced `tool_choice` in thinking mode ("Thinking mode does not
 support this tool_choice"; "deepseek-reasoner does not support this tool_choice")."""
+_AT_CAPACITY = r"(?i)\bcapacity exceeded\b"
+"""Mistral's 429 when the model's tier is full ("Service tier capacity exceeded for this
+model."), which it answers 503 as well: the provider at capacity, not the caller's rate."""
 # How upstreams behind a router name the schema they rejected: Anthropic's
 # `output_format.schema` / `output_config.format` and `input_schema`, Gemini's
 # `generation_config.response_schema` and `function_declarations[i].parameters`.
@@ -203,8 +206,8 @@ class ErrorInfo:
     classifies an error that came without one (Cloudflare's envelope under HTTP 200); not
     the response's status, so never reported as it. `failed_generation`: the model's output
     the provider refused itself (Groq's), as it gave it back. `filtered`: what Azure's
-    content filter flagged in a request it refused (`innererror.content_filter_result`), in
-    `filter_explanation`'s words.
+    content filter flagged in a request it refused (`innererror.content_filter_result`, or
+    `inner_error` as Azure's own API spec spells it), in `filter_explanation`'s words.
     """
 
     __slots__ = (
@@ -325,7 +328,7 @@ class ErrorInfo:
             flagged=flagged,
             limits=limits,
             failed_generation=_failed_generation(obj.get("failed_generation")),
-            filtered=_filtered(obj.get("innererror")),
+            filtered=_filtered(_inner_error(obj)),
         )
 
 
@@ -362,6 +365,14 @@ def _detail_text(detail: Any) -> str:
 
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
+
+
+def _inner_error(obj: dict[str, Any]) -> Any:
+    """Azure's inner error: `innererror` (what its services send, as OpenAI's SDK reads
+    it), or `inner_error` (its REST spec's `components.schemas.error`, on the v1 endpoint
+    and Responses too)."""
+    inner = obj.get("innererror")
+    return inner if isinstance(inner, dict) else obj.get("inner_error")
 
 
 def _filtered(inner: Any) -> str | None:
@@ -623,10 +634,12 @@ def _classify(status: int | None, info: ErrorInfo, headers: Mapping[str, str]) -
         words = message if info.filtered is None else f"{message} ({info.filtered})"
         blocked = InvalidRequestError(words)
         return blocked.with_metadata(CONTENT_FILTER_KEY, info.filtered or FLAGGED_UNNAMED)
-    if code == "json_validate_failed":
-        # The model answered, and the provider's check of the answer against the schema
-        # refused it (Groq's, the answer in `failed_generation`): asking again may pass.
-        # Made, and maybe billed, for what its error does not say (no usage comes).
+    if code in ("json_validate_failed", "tool_use_failed"):
+        # The model answered, and the provider's check of the answer refused it (Groq's,
+        # the answer in `failed_generation`): against the schema, or as a tool call (one
+        # whose arguments the tool's schema refused, text where a call was required, a
+        # call it could not read): asking again may pass. Made, and maybe billed, for what
+        # its error does not say (no usage comes).
         return RejectedOutputError(message, failed_output=info.failed_generation).with_metadata(
             REPORTED_USAGE_KEY, {}
         )
@@ -635,6 +648,9 @@ def _classify(status: int | None, info: ErrorInfo, headers: Mapping[str, str]) -
     if code in _CONTEXT_CODES or kind in _CONTEXT_CODES:
         return ContextWindowExceededError(message)
     if status == 429 or code in _RATE_LIMIT_CODES:
+        if re.search(_AT_CAPACITY, message):
+            # The provider full, whoever asks (its `Retry-After`, if any, read as a 503's).
+            return OverloadedError(message)
         if re.search(_TOO_LARGE, message):
             # The request alone is over a limit: no wait lets it through, and the wait the
             # headers give is not one to make.
@@ -656,8 +672,8 @@ def _classify(status: int | None, info: ErrorInfo, headers: Mapping[str, str]) -
     if status in (400, 413, 422, None) and re.search(_CONTEXT_WORDS, message):
         return ContextWindowExceededError(message)
     field = _rejected_schema(info)
-    if field is None and status in (400, 422, None) and re.search(_UNFORCEABLE, message):
-        field = RequestField.TOOL_CHOICE
+    if field is None and status in (400, 422, None):
+        field = _refused_field(message)
     if field is not None:
         return UnsupportedError(message, field=field, stage=UnsupportedStage.PROVIDER)
     if status == 401 or (status in (400, 403) and re.search(_BAD_KEY, message)):
@@ -677,6 +693,9 @@ def _classify(status: int | None, info: ErrorInfo, headers: Mapping[str, str]) -
         return refused
     if status == 404 or code in ("model_not_found", "deploymentnotfound"):
         return NotFoundError(message)
+    if kind == "invalid_model":
+        # Mistral's 400 for a model it has not ("Invalid model: ..."): a failover moves on.
+        return NotFoundError(message)
     if status == 408:
         return RequestTimeoutError(message)
     if status in (498, 503, 529) or code in _OVERLOADED_CODES or kind == "overloaded_error":
@@ -688,13 +707,26 @@ def _classify(status: int | None, info: ErrorInfo, headers: Mapping[str, str]) -
         # An error object in a stream with no status and no known code: the server gave up.
         return ServerError(message)
     error = InvalidRequestError(message)
-    if code == "tool_use_failed":
-        # The model generated a call (or text where a call was required) the server
-        # refused: asking again may succeed, and the call was made, its usage unknown.
-        error.with_retryable(True).with_metadata(REPORTED_USAGE_KEY, {})
-    elif status == 409:
+    if status == 409:
         error.with_retryable(True)  # a conflict: asking again may succeed
     return error
+
+
+def _refused_field(message: str) -> RequestField | None:
+    """The field a 400's words say the model does not take: a forced tool choice in
+    DeepSeek's thinking mode; tools or thinking in Ollama's words ("... does not support
+    tools"), which its `/v1` relays as its own API gives them: read as the Ollama adapter
+    reads them."""
+    if re.search(_UNFORCEABLE, message):
+        return RequestField.TOOL_CHOICE
+    # (Imported here: the Ollama adapter's errors import this module.)
+    from allama.adapters.ollama._errors import _NO_THINKING, _NO_TOOLS
+
+    if re.search(_NO_TOOLS, message):
+        return RequestField.TOOLS
+    if re.search(_NO_THINKING, message):
+        return RequestField.REASONING_EFFORT
+    return None
 
 
 def _apply_should_retry(error: Error, headers: Mapping[str, str]) -> Error:
