@@ -38,6 +38,7 @@ from allama.adapters._jobs import (
     Entry,
     JobAmbiguity,
     JobState,
+    JobUnconfirmed,
     NamesUploads,
     Row,
     RowKind,
@@ -141,6 +142,13 @@ def _unmade(item: _Item) -> RowUnanswered:
     return RowUnanswered(Row(item.key, RowKind.CANCELED, note=_CANCELLED_BEFORE_MADE))
 
 
+_UNCONFIRMED = (
+    "may be this job, not yet confirmed: read, not cancelled, until its results' request ids "
+    "tell, once it ends"
+)
+"""How the summary names a job found for a cut-off submission that nothing confirms yet."""
+
+
 _STILL_IN_THE_MAKING = 3600.0
 """Seconds since a cut-off submission was recorded within which its job may still be in the
 making (its file's upload, then the provider making it), so that a next run's look for it
@@ -212,6 +220,15 @@ class _Job:
     uploaded: str | None = None
     """The input file uploaded for it (by this run, or as the ledger recorded it), should no
     read name it."""
+    requests: int = 0
+    """The requests its record counts; `held` of them are this run's inputs."""
+    unconfirmed: bool = False
+    """Found for a cut-off submission, and nothing confirms it yet (`JobUnconfirmed`): read
+    until it ends, its id not recorded, never cancelled; taken for the job once its results
+    hold the job's request ids (`_confirmed`), else let go (`_let_go`)."""
+    held: frozenset[str] = frozenset()
+    """The keys of its inputs this run read (those its extraction ended on taking up, too):
+    where fewer than its requests, the others wait in it for a run that reads them."""
 
 
 _UNANSWERED = frozenset(
@@ -262,6 +279,8 @@ class JobRunner(_Runner):
         """The answers collected, and their output tokens in all: a budget's guesses."""
         self.live_slots = asyncio.Semaphore(spec.concurrency)
         """Live follow-ups in flight at once, at most `concurrency`."""
+        self.unconfirmed: set[str] = set()
+        """The tags of cut-off submissions whose look found a job nothing confirms yet."""
 
     # The run
 
@@ -321,8 +340,14 @@ class JobRunner(_Runner):
     def _leave_job(self, job: _Job) -> None:
         del self.open[job.tag]
         self.summary.in_flight -= len(job.items)
+        said = None
+        if job.unconfirmed:
+            said = (
+                f"in provider batch job {job.tag}, made or not ({job.job_id} may be it, told "
+                "by its results once it ends): the same command looks for it, and collects it"
+            )
         for item in job.items:
-            self._in_job(item, job)
+            self._in_job(item, job, said)
 
     async def _intake(self) -> dict[str, list[_Item]]:
         """Every input built, keyed and claimed; those in a job of an earlier run are
@@ -621,6 +646,7 @@ class JobRunner(_Runner):
             items=[(item.key, item.log) for item in items],
         )
         job = _Job(tag, None, items, model, in_order=True, estimate=estimate)
+        job.requests, job.held = len(items), frozenset(item.key for item in items)
         self.summary.jobs[tag] = f"submitting {_requests(len(items))}"
         target = self.jobs.target(model)
         entries = [item.entry for item in items if item.entry is not None]
@@ -723,10 +749,14 @@ class JobRunner(_Runner):
             self.summary.jobs[tag] = f"not submitted: refused ({failed.kind}){kept}"
             await self._refused(tag, items, failed, made=CREATE_ASKED in uploaded)
             return
-        self.book.job_submitted(tag, job.job_id)
+        job.unconfirmed = tag in self.unconfirmed
+        if not job.unconfirmed:
+            self.book.job_submitted(tag, job.job_id)
         job.uploaded = uploaded.get("file")
         self.summary.jobs[tag] = f"{job.job_id}: submitted, {_requests(len(items))}"
-        if self.book.cancel_requested(tag):  # asked while it was being made
+        if job.unconfirmed:
+            self.summary.jobs[tag] = f"{job.job_id}: {_UNCONFIRMED}"
+        elif self.book.cancel_requested(tag):  # asked while it was being made
             job.cancel_requested = True
             await self._cancel_at_once(job)
         self.summary.in_flight += len(items)
@@ -891,12 +921,15 @@ class JobRunner(_Runner):
                     found.extend(await self._claim_again(items, row.cancel_requested))
                     rows = recorded()
                     continue
-                self.book.job_submitted(tag, job_id)
+                if tag not in self.unconfirmed:
+                    self.book.job_submitted(tag, job_id)
             if not self.book.take_job(tag):
                 self._elsewhere(items, tag)
                 continue
             job = _Job(tag, job_id, [], row.model, cancel_requested=row.cancel_requested)
+            job.unconfirmed = row.job_id is None and tag in self.unconfirmed
             job.uploaded = row.input_file  # deleted with its results, should no read name it
+            job.requests, job.held = row.requests, frozenset(item.key for item in items)
             for item in items:
                 if await self._start(item):
                     job.items.append(item)
@@ -905,10 +938,12 @@ class JobRunner(_Runner):
             if self.spec.max_cost is not None:  # an earlier run's, not yet paid for
                 guesses = [self._guessed_cost(item) for item in job.items]
                 job.estimate = sum((g for g in guesses if isinstance(g, Decimal)), Decimal(0))
-            if row.job_id is None and row.cancel_requested:
+            if row.job_id is None and row.cancel_requested and not job.unconfirmed:
                 # Found only now, made after the cancel looked for it: cancelled now.
                 await self._cancel_at_once(job)
-            self.summary.jobs[tag] = f"{job_id}: {row.state}"
+            self.summary.jobs[tag] = f"{job_id}: " + (
+                _UNCONFIRMED if job.unconfirmed else row.state
+            )
             self.summary.in_flight += len(job.items)
             job.wait = self.spec.poll_interval
             job.due = time.monotonic()
@@ -1029,7 +1064,13 @@ class JobRunner(_Runner):
         while True:
             tried += 1
             try:
-                return await self._find(target, tag, since, count, keys)
+                found = await self._find(target, tag, since, count, keys)
+                self.unconfirmed.discard(tag)
+                return found
+            except JobUnconfirmed as error:
+                # One job may be it, still running: read, and taken once its rows confirm it.
+                self.unconfirmed.add(tag)
+                return error.candidate
             except JobAmbiguity as error:
                 raise JobLookupError(
                     f"provider batch job {tag} may have been submitted without its id "
@@ -1122,14 +1163,48 @@ class JobRunner(_Runner):
             after = self._after_not_found(job, state, keys, error)
             if after is None:
                 return
+            if job.unconfirmed:  # nothing of it read: not told to be the job
+                self._let_go(job, "answers 404")
+                return
             state, rows = after
         except Error as error:  # its results not read this time: the job stays open
             self._unreadable(job, error)
             return
         job.errors = 0
+        if job.unconfirmed and not self._confirmed(job, state, rows):
+            return
         del self.open[job.tag]
         self.summary.in_flight -= len(job.items)
         await self._collect(job, state, rows)
+
+    def _confirmed(self, job: _Job, state: JobState, rows: Mapping[str, Row]) -> bool:
+        """Whether the ended results of a job found unconfirmed (`JobUnconfirmed`) hold one
+        of its request ids: it is the job then, its id recorded; else it is let go."""
+        assert self.book is not None and job.job_id is not None
+        if all(row.absent for row in rows.values()):
+            self._let_go(job, "ended with none of the job's request ids in its results")
+            return False
+        job.unconfirmed = False
+        self.unconfirmed.discard(job.tag)
+        self.book.job_submitted(job.tag, job.job_id)
+        self._record_state(job, state)
+        return True
+
+    def _let_go(self, job: _Job, how: str) -> None:
+        """A job found unconfirmed that turned out not to be it (or could not be read to
+        tell): its inputs stay in the job's record, as a cut-off submission's, and the next
+        run looks for the job again (and sends them as new where none holds them)."""
+        self.unconfirmed.discard(job.tag)
+        del self.open[job.tag]
+        self.summary.in_flight -= len(job.items)
+        self.summary.jobs[job.tag] = f"made or not: {job.job_id} {how}; the next run looks for it"
+        said = (
+            f"in provider batch job {job.tag}: {job.job_id}, which could have been it, {how}: "
+            "the same command looks for the job again, and sends its inputs as new where no "
+            "job holds them"
+        )
+        for item in job.items:
+            self._in_job(item, job, said)
 
     def _after_not_found(
         self, job: _Job, state: JobState, keys: list[str], error: NotFoundError
@@ -1184,6 +1259,9 @@ class JobRunner(_Runner):
     def _record_state(self, job: _Job, state: JobState) -> None:
         """What the provider says of the job, in the ledger and the summary."""
         assert self.book is not None and job.job_id is not None
+        if job.unconfirmed:  # not the job's before its results confirm it: not recorded
+            self.summary.jobs[job.tag] = f"{_job_line(job.job_id, state)}, {_UNCONFIRMED}"
+            return
         self.book.job_state(
             job.tag,
             state=state.status,
@@ -1231,8 +1309,19 @@ class JobRunner(_Runner):
                 for item in job.items
             )
         )
+        line = _job_line(job.job_id or "", state)
+        left = await self._left_in_job(job)
+        if left:
+            # Its results hold the answers to inputs this run did not read (a run over part
+            # of them, or one whose reading failed), paid for: the job stays uncollected and
+            # its files at the provider, for the run that reads those inputs to collect.
+            self.summary.jobs[job.tag] = (
+                f"{line}, {left} of its {job.requests} rows left in it for a run that reads "
+                "their inputs, the others collected"
+            )
+            return
         self.book.job_collected(job.tag)
-        line = _job_line(job.job_id or "", state) + ", collected"
+        line += ", collected"
         self.summary.jobs[job.tag] = line
         # Its files are deleted only once the ledger holds what its rows answered (each
         # row's write awaited its commit, and none failed), in this run's name: a run cut
@@ -1244,6 +1333,21 @@ class JobRunner(_Runner):
             and self._collected_here(job.tag)
         ):
             self.summary.jobs[job.tag] = line + await self._delete_files(job)
+
+    async def _left_in_job(self, job: _Job) -> int:
+        """How many of the job's inputs this run did not read are still waiting on it in
+        the ledger: their rows are in its results alone, so it is not collected (nor its
+        files deleted) before a run that reads them keeps them. 0 at once where this run
+        read them all (a job it submitted, or took up whole)."""
+        assert self.book is not None and self.ledger is not None
+        if len(job.held) >= job.requests:
+            return 0
+        others = sorted(self.book.job_keys(job.tag) - job.held)
+        rows = await asyncio.gather(*(self.ledger.kept(key) for key in others))
+        return sum(
+            row is not None and row.status == Status.SUBMITTED and row.job == job.tag
+            for row in rows
+        )
 
     def _collected_here(self, tag: str) -> bool:
         """Whether the ledger holds job `tag` collected by this run (not taken over by

@@ -34,6 +34,7 @@ __all__ = [
     "Entry",
     "JobAmbiguity",
     "JobDialect",
+    "JobUnconfirmed",
     "JobState",
     "JobTarget",
     "MOST_PAGES",
@@ -244,6 +245,18 @@ class JobAmbiguity(Error):
     def __init__(self, message: str, **kwargs: Any) -> None:
         kwargs.setdefault("origin", MessageOrigin.AUTHORED)
         super().__init__(message, **kwargs)
+
+
+class JobUnconfirmed(JobAmbiguity):
+    """One job at the provider may be the one looked for, and nothing can confirm it yet: a
+    batch still running, of a provider whose jobs keep no tag (Anthropic's), is told only
+    by its results' request ids once it ends. `candidate` is its id: a run may read its
+    state and, once it ended, its results, to confirm it; nothing may act on it before (a
+    cancel would cancel another's batch)."""
+
+    def __init__(self, message: str, *, candidate: str) -> None:
+        super().__init__(message)
+        self.candidate = candidate
 
 
 class UnsafeIdError(Error):

@@ -4,7 +4,9 @@
 A batch keeps no tag of the caller's, so a submission cut off before its id was recorded
 is found among the recent batches by when it was created and how many requests it holds,
 and, once a batch has ended, by its results' request ids; batches still running that
-could be it cannot be told apart yet, and are said so."""
+could be it cannot be told apart yet, and are said so. One alone still running is not
+taken for the job either (`JobUnconfirmed`): a run reads it until it ends, and takes it
+once its results hold the job's request ids."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from allama.adapters._jobs import (
     JobAmbiguity,
     JobState,
     JobTarget,
+    JobUnconfirmed,
     Row,
     RowKind,
     Steps,
@@ -145,6 +148,15 @@ class AnthropicJobs:
             raise too_many_jobs(MOST_PAGES)
         if keys:
             found = yield from _holding(target, found, frozenset(keys))
+        if len(found) == 1 and keys and not found[0].ended:
+            # Of the right size and time, and nothing else: a batch another made meanwhile
+            # may be so too. Read, not adopted, until its results' request ids confirm it.
+            raise JobUnconfirmed(
+                f"a batch of {count} request{'' if count == 1 else 's'} was created since the "
+                f"submission was cut off ({found[0].id}), still running: allama cannot tell "
+                "whether it is this run's before its results' request ids show it, once it ends",
+                candidate=found[0].id,
+            )
         if len(found) > 1:
             running = [state.id for state in found if not state.ended]
             raise JobAmbiguity(
