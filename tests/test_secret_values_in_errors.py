@@ -283,8 +283,7 @@ SECRET_KEYS = [
     (
         Rates,
         '{"by_key": {"sk-HUNTER2": 1e999}}',
-        "at `by_key.<secret key>`: the number `1e999` is too large for a floating point "
-        "value",
+        "at `by_key.<secret key>`: the number `1e999` is too large for a floating point value",
     ),
     # A long integer read as an infinite float under a `SecretStr` key (raised a
     # `TypeError` from the path's spelling).
