@@ -41,6 +41,12 @@ class ClaudeFamily:
     """`output_config.format` and `strict` tools (one grammar engine serves both)."""
     max_output: int
     """The family's output limit, which caps the `max_tokens` allama sends by default."""
+    longer_output: tuple[str, int] | None = None
+    """An `anthropic-beta` that raises the family's output limit, and the limit under it:
+    Claude 3.7 Sonnet's `output-128k-2025-02-19`, which "can still be included in Claude 4
+    requests, but it will have no effect" (Anthropic, "Migrating to Claude 4"). Batch-only
+    betas (`output-300k-2026-03-24`, Message Batches alone) raise no limit here: the same
+    request may go to the synchronous API."""
     thinking: Thinking = Thinking.BUDGET
     efforts: tuple[str, ...] = ()
     """`output_config.effort` levels the family takes (adaptive thinking)."""
@@ -196,7 +202,9 @@ _CLAUDE_ROWS = (
     ClaudeFamily("claude-opus-4-2025*", N, 32_000),
     ClaudeFamily("claude-sonnet-4-0*", N, 64_000),
     ClaudeFamily("claude-sonnet-4-2025*", N, 64_000),
-    ClaudeFamily("claude-3-7-sonnet*", N, 64_000),
+    ClaudeFamily(
+        "claude-3-7-sonnet*", N, 64_000, longer_output=("output-128k-2025-02-19", 128_000)
+    ),
     # Claude 3 and 3.5: no thinking.
     ClaudeFamily("claude-3-5-*", N, 8_192, thinking=Thinking.NONE),
     ClaudeFamily("claude-3-*", N, 4_096, thinking=Thinking.NONE),

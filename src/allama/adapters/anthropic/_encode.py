@@ -88,23 +88,25 @@ __all__ = [
 ]
 
 BODY_OPTION = "anthropic"
-"""Request option namespace whose JSON object is merged into the body, for fields allama
-has no name for (`request.with_option_json("anthropic", {"top_k": 40})`). Its fields replace
+"""Request option namespace whose JSON object is merged into the body, for fields allama has
+no name for (`request.with_option_json("anthropic", {"top_k": 40})`). Its fields replace
 allama's, except `output_config`, whose keys are added to allama's (`format`, `effort`); its
-own `output_config.format` or `tool_choice` is sent with a warning on the field. Its `stream`
-is not sent where it differs from the call's (`chat` reads no stream), with a warning on
-`options`; nor, with a warning on `options`, is its `thinking` beside a tool call allama
-forces, or its `temperature`, `top_k` or `top_p` beside the thinking `reasoning_effort`
-turns on (Anthropic refuses either pair; the option's own pair goes with a warning). Its
-`tool_choice` forcing a call is not sent without tools, or to a family that cannot be
-forced, with a warning on `options`; nor is its `output_config.effort` at a level where the
-family refuses thinking turned off, beside allama's `disabled` (Sonnet 5.5's
-`between_tools`). Its thinking budget is counted in the `max_tokens` allama fills in, and
-lowered below the request's (or the family's limit), with a warning on `options`, unless an
-`interleaved-thinking-*` beta lets it exceed `max_tokens`; below the option's own
-`max_tokens` fits the budget `reasoning_effort` gives. Its `thinking` or
-`output_config.effort` in place of what `reasoning_effort` asks goes with a warning on
-`reasoning_effort`."""
+own `output_config.format` or `tool_choice` is sent with a warning on the field. Its
+`stream` is not sent where it differs from the call's (`chat` reads no stream), with a
+warning on `options`; nor, with a warning on `options`, is its `thinking` beside a tool call
+allama forces, or its `temperature`, `top_k` or `top_p` beside the thinking
+`reasoning_effort` turns on (Anthropic refuses either pair; the option's own pair goes with
+a warning), or its `temperature` or `top_p` beside the request's other one, on a family that
+takes one of them at a time (its own pair goes as given). Its `tool_choice` forcing a call
+is not sent without tools, or to a family that cannot be forced, with a warning on
+`options`; nor is its `output_config.effort` at a level where the family refuses thinking
+turned off, beside allama's `disabled` (Sonnet 5.5's `between_tools`). Its thinking budget
+is counted in the `max_tokens` allama fills in, and lowered below the request's (or the
+family's limit), with a warning on `options`, unless an `interleaved-thinking-*` beta lets
+it exceed `max_tokens`; one below 1024, the least Anthropic takes, is raised to 1024 where
+that fits, with a warning on `options`. Below the option's own `max_tokens` fits the budget
+`reasoning_effort` gives. Its `thinking` or `output_config.effort` in place of what
+`reasoning_effort` asks goes with a warning on `reasoning_effort`."""
 
 DEFAULT_MAX_TOKENS = 16_384
 """`max_tokens` when the request sets none (Anthropic requires it): this, or the family's
@@ -159,7 +161,9 @@ class _Encoder:
         self.withheld: set[str] = set()  # the option's fields not sent: Anthropic would refuse
         self.fitted: dict[str, Any] = {}  # the option's fields sent otherwise, with a warning
         betas = _betas(headers or {})
-        self.longer_output = any(_LONGER_OUTPUT.fullmatch(beta) for beta in betas)
+        longer = family.longer_output
+        # The family's output limit, or the one its own beta raises it to (no other does).
+        self.max_output = longer[1] if longer and longer[0] in betas else family.max_output
         # Interleaved thinking counts the budget over the turn: it may exceed `max_tokens`.
         self.interleaved = any(_INTERLEAVED.fullmatch(beta) for beta in betas)
         self.forces_tool = self.forcing()
@@ -907,14 +911,47 @@ class _Encoder:
                 instead=f"{top_p} was left out",
             )
             top_p = None
-        if self.family.one_sampling and temperature is not None and top_p is not None:
-            self.degradations.refuse(
-                RequestField.TOP_P,
-                f"{self.where} takes `temperature` or `top_p`, not both",
-                instead="`top_p` was left out",
-            )
-            top_p = None
+        if self.family.one_sampling:
+            self.option_one_sampling(temperature, top_p)
+            if (
+                temperature is not None
+                and top_p is not None
+                and not self.sends("temperature")
+                and not self.sends("top_p")
+            ):
+                self.degradations.refuse(
+                    RequestField.TOP_P,
+                    f"{self.where} takes `temperature` or `top_p`, not both",
+                    instead="`top_p` was left out",
+                )
+                top_p = None
         return temperature, top_p
+
+    def option_one_sampling(self, temperature: float | None, top_p: float | None) -> None:
+        """Check the body option's `temperature` or `top_p` on a family that takes one of
+        them at a time (Anthropic answers 400 to both): beside the other the request gives
+        (`temperature`, `top_p`, as left to send) it is not sent, with a warning on
+        `options` (refused under `UnsupportedPolicy.ERROR`), as the request's own `top_p`
+        beside its `temperature` is not; the request's field of its name then goes, under
+        the request's own rule. The option's own pair is the caller's, sent as given."""
+        theirs = {
+            key: self.option[key]
+            for key in ("temperature", "top_p")
+            if self.sends(key) and self.option[key] is not None
+        }
+        if len(theirs) != 1:
+            return
+        [(key, value)] = theirs.items()
+        other, given = ("top_p", top_p) if key == "temperature" else ("temperature", temperature)
+        if given is None or self.sends(other):  # (the option's `null` replaces the request's)
+            return
+        self.degradations.refuse(
+            RequestField.OPTIONS,
+            f"{_option_field(key)} ({_json(value)}) goes beside the request's `{other}` "
+            f"({_json(given)}), and {self.where} takes `temperature` or `top_p`, not both",
+            instead="it was not sent",
+        )
+        self.withheld.add(key)
 
     def sends(self, key: str) -> bool:
         """Whether the body option's own `key` goes in the body, over allama's."""
@@ -955,7 +992,8 @@ class _Encoder:
                 self.withheld.add("thinking")
                 return _thinks(ours), budget
         spent = theirs.get("budget_tokens") if theirs["type"] == "enabled" else None
-        return True, spent if _count(spent) else 0
+        # A budget below the least is raised to it (`option_budget`): counted so.
+        return True, max(spent, THINKING_BUDGETS["minimal"]) if _count(spent) else 0
 
     def option_budget(self, max_tokens: int, ours: dict[str, Any] | None, thinks: bool) -> bool:
         """Whether the body thinks, once the body option's thinking budget is fitted below
@@ -963,12 +1001,18 @@ class _Encoder:
         thinking is on): lowered to fit, with a warning on `options` (refused under
         `UnsupportedPolicy.ERROR`), as `reasoning_effort`'s is; not sent where no budget of
         1024 tokens fits, allama's own thinking (`ours`) going instead. Beside the option's
-        own `max_tokens` both are sent as given, with a warning: both are the caller's."""
-        if not self.sends("thinking") or self.interleaved:
+        own `max_tokens` both are sent as given, with a warning: both are the caller's. A
+        budget below 1024 (answered 400 whatever `max_tokens` is) goes the same way, raised
+        to 1024 (`option_least_budget`)."""
+        if not self.sends("thinking"):
             return thinks
         theirs = self.option["thinking"]
         asked = theirs.get("budget_tokens") if _thinks(theirs) else None
-        if not _count(asked) or asked < max_tokens:
+        if not _count(asked):
+            return thinks
+        if asked < THINKING_BUDGETS["minimal"] and theirs["type"] == "enabled":
+            return self.option_least_budget(max_tokens, ours, thinks, asked)
+        if self.interleaved or asked < max_tokens:
             return thinks
         what = f"{_option_field('thinking.budget_tokens')} ({asked})"
         display = self.profile.display_name
@@ -999,6 +1043,46 @@ class _Encoder:
         )
         self.fitted["thinking"] = {**theirs, "budget_tokens": fitted}
         return thinks
+
+    def option_least_budget(
+        self, max_tokens: int, ours: dict[str, Any] | None, thinks: bool, asked: int
+    ) -> bool:
+        """Whether the body thinks, once the body option's thinking budget below 1024 is
+        raised to 1024 (Anthropic answers 400: "thinking.budget_tokens: Input should be
+        greater than or equal to 1024"), with a warning on `options` (refused under
+        `UnsupportedPolicy.ERROR`), where it fits below `max_tokens` (or interleaved
+        thinking lets it exceed it); else not sent, allama's own thinking (`ours`) going
+        instead, or, beside the option's own `max_tokens`, sent as given with a warning."""
+        least = THINKING_BUDGETS["minimal"]
+        what = f"{_option_field('thinking.budget_tokens')} ({asked})"
+        display = self.profile.display_name
+        if self.interleaved or least < max_tokens:
+            self.degradations.refuse(
+                RequestField.OPTIONS,
+                f"{what} is below 1024, and {display} needs a thinking budget of at least "
+                "1024 tokens",
+                instead=f"{least} was sent in place of {asked}",
+            )
+            self.fitted["thinking"] = {**self.option["thinking"], "budget_tokens": least}
+            return thinks
+        if self.sends("max_tokens"):
+            self.degradations.warn(
+                Warning.unsupported(
+                    RequestField.OPTIONS,
+                    f"{what} is below 1024, and {display} needs a thinking budget of at "
+                    f"least 1024 tokens below the option's own `max_tokens` ({max_tokens}); "
+                    "both were sent as given",
+                )
+            )
+            return thinks
+        self.degradations.refuse(
+            RequestField.OPTIONS,
+            f"{what} is below 1024, and {display} needs a thinking budget of at least 1024 "
+            f"tokens below `max_tokens` ({max_tokens})",
+            instead="`thinking` was not sent",
+        )
+        self.withheld.add("thinking")
+        return _thinks(ours)
 
     def option_sampling(self, thinks: bool) -> None:
         """Check the body option's sampling fields against thinking (Anthropic answers 400
@@ -1039,16 +1123,16 @@ class _Encoder:
     def output_limit(self) -> int | None:
         """The request's `max_tokens`, lowered to the output limit of a family the table
         knows (Anthropic answers 400 above it: "max_tokens: N > M, which is the maximum
-        allowed number of output tokens"). Left as asked where a beta raises the limit
-        (`output-128k-2025-02-19`) or the body option gives its own."""
+        allowed number of output tokens"), or to the one the family's own beta raises it to
+        (Claude 3.7 Sonnet's `output-128k-2025-02-19`: on other families it has no effect).
+        Left as asked where the body option gives its own."""
         asked = self.request.max_output_tokens
-        limit = self.family.max_output
+        limit = self.max_output
         if (
             asked is None
             or asked <= limit
             or self.family.pattern == "*"
             or self.sends("max_tokens")
-            or self.longer_output
         ):
             return asked
         self.degradations.refuse(
@@ -1077,7 +1161,6 @@ class _Encoder:
 
     def body(self) -> dict[str, Any]:
         request = self.request
-        family = self.family
         system, messages = self.conversation()
         output = self.output_format()
         tools, said = self.tools()
@@ -1105,7 +1188,7 @@ class _Encoder:
         thinks, budget = self.option_thinking(thinking, budget)
         if max_tokens is None:
             # Above the option's own budget too: Anthropic needs `budget_tokens` below it.
-            max_tokens = min(family.max_output, DEFAULT_MAX_TOKENS + budget)
+            max_tokens = min(self.max_output, DEFAULT_MAX_TOKENS + budget)
         thinks = self.option_budget(theirs if _count(theirs) else max_tokens, thinking, thinks)
         self.prefill(messages, constrained=output is not None, thinking=thinks)
         if not messages:
@@ -1345,9 +1428,6 @@ def _unsigned_tool_turn(messages: list[dict[str, Any]]) -> bool:
         return False
     return opening["content"][0]["type"] not in ("thinking", "redacted_thinking")
 
-
-_LONGER_OUTPUT = re.compile(r"output-\d+k-\d{4}-\d{2}-\d{2}")
-"""An `anthropic-beta` that raises a family's output limit (`output-128k-2025-02-19`)."""
 
 _INTERLEAVED = re.compile(r"interleaved-thinking-\d{4}-\d{2}-\d{2}")
 """An `anthropic-beta` under which a thinking budget may exceed `max_tokens`

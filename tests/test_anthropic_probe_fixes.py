@@ -1,0 +1,308 @@
+"""Anthropic requests a probe found answered 400, now fitted before sending.
+
+An `output-*` beta raises the output limit only where it applies: `output-128k-2025-02-19`
+on Claude 3.7 Sonnet, up to 128,000 tokens ("no effect" on Claude 4); the batch-only
+`output-300k-2026-03-24` not on a call. A family that takes `temperature` or `top_p`, not
+both, gets one even where the request gives one and the body option the other. A body
+option's thinking budget below 1024 ("Input should be greater than or equal to 1024") is
+raised to 1024 where it fits below `max_tokens`, else left out as one above it is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import allama
+from allama import ChatRequest
+from allama.errors import UnsupportedError
+from allama.types import RequestField, UnsupportedPolicy, WarningKind
+
+KEY = "sk-ant-test-1234"
+MODEL = "claude-sonnet-4-5"
+SONNET_37 = "claude-3-7-sonnet-20250219"
+
+
+def _sent(
+    request: ChatRequest, beta: str | None = None
+) -> tuple[dict[str, Any], list[tuple[WarningKind, Any, str]], dict[str, Any]]:
+    """The body, the warnings (kind, field, message) and `as_sent` of `request`."""
+    headers = {"anthropic-beta": beta} if beta is not None else None
+    target = allama.provider("anthropic", api_key=KEY, headers=headers)
+    http, warnings = target._prepare(request, stream=False)
+    said = [(w.kind, getattr(w.subject, "field", None), w.message) for w in warnings]
+    return http.body, said, dict(http.as_sent)
+
+
+def _refused(request: ChatRequest, beta: str | None = None) -> str:
+    with pytest.raises(UnsupportedError) as raised:
+        _sent(request.with_unsupported_policy(UnsupportedPolicy.ERROR), beta)
+    return str(raised.value)
+
+
+def _limit(model: str, limit: int, asked: int) -> tuple[WarningKind, Any, str]:
+    return (
+        WarningKind.UNSUPPORTED,
+        RequestField.MAX_OUTPUT_TOKENS,
+        f"`{model}` on Anthropic writes at most {limit} output tokens; {limit} was sent in "
+        f"place of {asked}",
+    )
+
+
+def _options(message: str) -> tuple[WarningKind, Any, str]:
+    return (WarningKind.UNSUPPORTED, RequestField.OPTIONS, message)
+
+
+# An output beta raises the limit only where it applies
+
+
+def test_the_128k_beta_leaves_a_claude_4_output_limit_in_place() -> None:
+    """Anthropic: `output-128k-2025-02-19` "can still be included in Claude 4 requests, but
+    it will have no effect": 100,000 tokens on Sonnet 4.5 is answered 400."""
+    request = ChatRequest(MODEL).user("hi").with_max_output_tokens(100_000)
+    body, said, as_sent = _sent(request, "output-128k-2025-02-19")
+    assert body["max_tokens"] == 64_000
+    assert said == [_limit(MODEL, 64_000, 100_000)]
+    assert as_sent == {"max_output_tokens": 64_000}
+    assert _refused(request, "output-128k-2025-02-19") == (
+        "cannot send `max_output_tokens`: `claude-sonnet-4-5` on Anthropic writes at most "
+        "64000 output tokens"
+    )
+
+
+def test_the_128k_beta_raises_claude_3_7_sonnets_limit_to_128k_and_no_further() -> None:
+    request = ChatRequest(SONNET_37).user("hi").with_max_output_tokens(200_000)
+    body, said, _ = _sent(request, "interleaved-thinking-2025-05-14, output-128k-2025-02-19")
+    assert body["max_tokens"] == 128_000
+    assert said == [_limit(SONNET_37, 128_000, 200_000)]
+    body, said, _ = _sent(request.with_max_output_tokens(100_000), "output-128k-2025-02-19")
+    assert (body["max_tokens"], said) == (100_000, [])
+    body, said, _ = _sent(request.with_max_output_tokens(100_000))
+    assert body["max_tokens"] == 64_000
+    assert said == [_limit(SONNET_37, 64_000, 100_000)]
+
+
+def test_the_128k_beta_raises_the_limit_a_filled_in_max_tokens_keeps_to() -> None:
+    """A body option's budget of 100,000 tokens fits under Claude 3.7 Sonnet's raised
+    limit: `max_tokens` is filled in above it, and nothing is lowered."""
+    thinking = {"type": "enabled", "budget_tokens": 100_000}
+    request = (
+        ChatRequest(SONNET_37).user("hi").with_option_json("anthropic", {"thinking": thinking})
+    )
+    body, said, _ = _sent(request, "output-128k-2025-02-19")
+    assert (body["max_tokens"], body["thinking"], said) == (116_384, thinking, [])
+    body, said, _ = _sent(request)
+    assert (body["max_tokens"], body["thinking"]["budget_tokens"]) == (64_000, 63_999)
+    assert said == [
+        _options(
+            "`thinking.budget_tokens` of the body option `anthropic` (100000) is not below "
+            "`max_tokens` (64000), and Anthropic takes a thinking budget only below it; 63999 "
+            "was sent in place of 100000"
+        )
+    ]
+
+
+@pytest.mark.parametrize("model", ["claude-sonnet-4-6", "claude-opus-4-6", "claude-opus-4-7"])
+def test_the_batch_only_300k_beta_raises_no_limit_of_a_call(model: str) -> None:
+    """`output-300k-2026-03-24` applies to the Message Batches API alone; a synchronous
+    call above the family's 128,000 tokens is answered 400."""
+    request = ChatRequest(model).user("hi").with_max_output_tokens(200_000)
+    body, said, _ = _sent(request, "output-300k-2026-03-24")
+    assert body["max_tokens"] == 128_000
+    assert said == [_limit(model, 128_000, 200_000)]
+
+
+# One of `temperature` and `top_p`, given one by the request and one by the body option
+
+
+def test_the_options_top_p_beside_the_requests_temperature_is_not_sent() -> None:
+    request = (
+        ChatRequest(MODEL)
+        .user("x")
+        .with_temperature(0.5)
+        .with_option_json("anthropic", {"top_p": 0.9})
+    )
+    body, said, as_sent = _sent(request)
+    assert (body.get("temperature"), "top_p" in body) == (0.5, False)
+    assert said == [
+        _options(
+            "`top_p` of the body option `anthropic` (0.9) goes beside the request's "
+            "`temperature` (0.5), and `claude-sonnet-4-5` on Anthropic takes `temperature` "
+            "or `top_p`, not both; it was not sent"
+        )
+    ]
+    assert as_sent == {"max_output_tokens": 16_384}  # no `top_p`: none was sent
+    assert _refused(request) == (
+        "cannot send `options`: `top_p` of the body option `anthropic` (0.9) goes beside the "
+        "request's `temperature` (0.5), and `claude-sonnet-4-5` on Anthropic takes "
+        "`temperature` or `top_p`, not both"
+    )
+
+
+def test_the_options_temperature_beside_the_requests_top_p_is_not_sent() -> None:
+    request = (
+        ChatRequest("claude-opus-4-1")
+        .user("x")
+        .with_top_p(0.9)
+        .with_option_json("anthropic", {"temperature": 0.5})
+    )
+    body, said, _ = _sent(request)
+    assert (body.get("top_p"), "temperature" in body) == (0.9, False)
+    assert said == [
+        _options(
+            "`temperature` of the body option `anthropic` (0.5) goes beside the request's "
+            "`top_p` (0.9), and `claude-opus-4-1` on Anthropic takes `temperature` or "
+            "`top_p`, not both; it was not sent"
+        )
+    ]
+
+
+def test_the_requests_own_pair_beside_the_options_top_p_sends_the_temperature_alone() -> None:
+    """The option's `top_p` would replace the request's beside the request's temperature:
+    it is not sent, and the request's is then left out under the request's own rule."""
+    request = (
+        ChatRequest("claude-sonnet-4-6")
+        .user("x")
+        .with_temperature(0.5)
+        .with_top_p(0.8)
+        .with_option_json("anthropic", {"top_p": 0.9})
+    )
+    body, said, _ = _sent(request)
+    assert (body.get("temperature"), "top_p" in body) == (0.5, False)
+    assert said == [
+        _options(
+            "`top_p` of the body option `anthropic` (0.9) goes beside the request's "
+            "`temperature` (0.5), and `claude-sonnet-4-6` on Anthropic takes `temperature` "
+            "or `top_p`, not both; it was not sent"
+        ),
+        (
+            WarningKind.UNSUPPORTED,
+            RequestField.TOP_P,
+            "`claude-sonnet-4-6` on Anthropic takes `temperature` or `top_p`, not both; "
+            "`top_p` was left out",
+        ),
+    ]
+
+
+def test_the_options_own_pair_goes_as_given() -> None:
+    """Both the caller's, in place of the request's temperature: nothing of allama's is
+    beside either."""
+    request = (
+        ChatRequest(MODEL)
+        .user("x")
+        .with_temperature(0.2)
+        .with_option_json("anthropic", {"temperature": 0.5, "top_p": 0.9})
+    )
+    body, said, _ = _sent(request)
+    assert (body.get("temperature"), body.get("top_p"), said) == (0.5, 0.9, [])
+
+
+def test_a_family_that_takes_both_gets_the_options_top_p_beside_the_requests_temperature() -> None:
+    request = (
+        ChatRequest("claude-sonnet-4-20250514")
+        .user("x")
+        .with_temperature(0.5)
+        .with_option_json("anthropic", {"top_p": 0.9})
+    )
+    body, said, _ = _sent(request)
+    assert (body.get("temperature"), body.get("top_p"), said) == (0.5, 0.9, [])
+
+
+def test_the_options_top_p_beside_a_temperature_thinking_left_out_is_sent() -> None:
+    """With thinking on the request's `temperature` of 0.5 is left out, so the option's
+    `top_p` (0.95 is taken with thinking) goes alone."""
+    request = (
+        ChatRequest(MODEL)
+        .user("x")
+        .with_temperature(0.5)
+        .with_reasoning_effort("low")
+        .with_option_json("anthropic", {"top_p": 0.95})
+    )
+    body, said, _ = _sent(request)
+    assert (body.get("top_p"), "temperature" in body) == (0.95, False)
+    assert said == [
+        (
+            WarningKind.UNSUPPORTED,
+            RequestField.TEMPERATURE,
+            "Anthropic takes `temperature` only at 1 with thinking on",
+        )
+    ]
+
+
+# A body option's thinking budget below 1024
+
+
+def test_an_options_budget_below_1024_is_raised_to_1024() -> None:
+    request = (
+        ChatRequest(MODEL)
+        .user("hi")
+        .with_option_json("anthropic", {"thinking": {"type": "enabled", "budget_tokens": 500}})
+    )
+    body, said, _ = _sent(request)
+    assert body["thinking"] == {"type": "enabled", "budget_tokens": 1024}
+    assert body["max_tokens"] == 16_384 + 1024
+    assert said == [
+        _options(
+            "`thinking.budget_tokens` of the body option `anthropic` (500) is below 1024, and "
+            "Anthropic needs a thinking budget of at least 1024 tokens; 1024 was sent in place "
+            "of 500"
+        )
+    ]
+    assert _refused(request) == (
+        "cannot send `options`: `thinking.budget_tokens` of the body option `anthropic` (500) "
+        "is below 1024, and Anthropic needs a thinking budget of at least 1024 tokens"
+    )
+    exact = request.with_option_json(
+        "anthropic", {"thinking": {"type": "enabled", "budget_tokens": 1024}}
+    )
+    body, said, _ = _sent(exact)
+    assert (body["thinking"]["budget_tokens"], said) == (1024, [])
+
+
+def test_an_options_budget_below_1024_goes_unsent_where_1024_does_not_fit() -> None:
+    thinking = {"type": "enabled", "budget_tokens": 500}
+    request = (
+        ChatRequest(MODEL)
+        .user("hi")
+        .with_max_output_tokens(1000)
+        .with_option_json("anthropic", {"thinking": thinking})
+    )
+    body, said, _ = _sent(request)
+    assert (body["max_tokens"], "thinking" in body) == (1000, False)
+    assert said == [
+        _options(
+            "`thinking.budget_tokens` of the body option `anthropic` (500) is below 1024, and "
+            "Anthropic needs a thinking budget of at least 1024 tokens below `max_tokens` "
+            "(1000); `thinking` was not sent"
+        )
+    ]
+    # Interleaved thinking lets the budget exceed `max_tokens`.
+    body, said, _ = _sent(request, "interleaved-thinking-2025-05-14")
+    assert (body["max_tokens"], body["thinking"]["budget_tokens"]) == (1000, 1024)
+    assert [message for _, _, message in said] == [
+        "`thinking.budget_tokens` of the body option `anthropic` (500) is below 1024, and "
+        "Anthropic needs a thinking budget of at least 1024 tokens; 1024 was sent in place "
+        "of 500"
+    ]
+
+
+def test_an_options_budget_below_1024_beside_its_own_max_tokens() -> None:
+    """Raised where 1024 fits below the option's own `max_tokens`; beside one it does not
+    fit below, both are the caller's and go as given."""
+    thinking = {"type": "enabled", "budget_tokens": 500}
+    request = ChatRequest(MODEL).user("hi")
+    fits = request.with_option_json("anthropic", {"thinking": thinking, "max_tokens": 4000})
+    body, said, _ = _sent(fits)
+    assert (body["max_tokens"], body["thinking"]["budget_tokens"]) == (4000, 1024)
+    assert len(said) == 1
+    tight = request.with_option_json("anthropic", {"thinking": thinking, "max_tokens": 1000})
+    body, said, _ = _sent(tight)
+    assert (body["max_tokens"], body["thinking"]) == (1000, thinking)
+    assert said == [
+        _options(
+            "`thinking.budget_tokens` of the body option `anthropic` (500) is below 1024, and "
+            "Anthropic needs a thinking budget of at least 1024 tokens below the option's own "
+            "`max_tokens` (1000); both were sent as given"
+        )
+    ]
