@@ -39,13 +39,17 @@ the same name on the `event:` line) and the stream ends at a terminal event, wit
   encrypted content and whatever the finished item holds beyond the deltas (a server
   that sends an item whole); an item allama has no type for is reported as provider data,
   the list of every such item so far, so that the collected response holds what
-  `decode_object` gives for the same response.
+  `decode_object` gives for the same response. A reasoning item's encrypted content is
+  given as each copy of the item brings another (OpenAI's added item carries one its
+  finished item replaces), the last copy's last: that is the one a body gives and the one
+  the next turn must send back.
 - `response.completed`, `response.incomplete` (and `response.done`): items the stream never
   announced, the annotations of the finished ones, the ids of the items the blocks came
   from, the reasoning items' own parts and the types of the items a next turn goes without
-  (`resume`, from each finished reasoning item, the terminal response's copy last), the
-  usage, the warning on items that wait for the caller's answer, and the finish reason,
-  read as `decode_object` reads them.
+  (`resume`, from each finished reasoning item, the terminal response's copy last), a
+  finished reasoning item's encrypted content where its copy here is another (after its
+  block stopped), the usage, the warning on items that wait for the caller's answer, and
+  the finish reason, read as `decode_object` reads them.
 - `response.failed` (or a terminal response that is an error as `decode_object` reads it:
   `response_error`): its usage, when it has one, then its error; `error`: the error. Either
   is raised after every event before it was yielded (those were paid for, as may be the
@@ -211,7 +215,8 @@ class _Block:
         self.last: int | None = None
         """The summary or content part the last reasoning piece belonged to."""
         self.signed = False
-        self.encrypted = False
+        self.encrypted: str | None = None
+        """A reasoning block's encrypted content as last given (a later copy may change it)."""
         self.annotations: list[JsonValue] = []
         """A text block's annotations so far, in order."""
         self.positions: list[int] = []
@@ -915,14 +920,18 @@ class ResponsesStreamDecoder:
         yield from self._piece(block, text)
 
     def _seal(self, block: _Block, item: dict[str, Any]) -> Iterator[StreamEvent]:
-        """A reasoning item's id and encrypted content, once each, as soon as they appear."""
+        """A reasoning item's id, once, as soon as it appears, and its encrypted content as
+        soon as it appears and again whenever a later copy of the item (its `done`, the
+        terminal response's) carries another: OpenAI's added item carries one its finished
+        item replaces, and the last is what a body gives and what the next turn must send
+        back. A copy without one changes nothing."""
         item_id = _str(item.get("id"))
         if item_id and not block.signed:
             block.signed = True
             yield ReasoningDelta(index=block.index, signature=item_id)
         encrypted = _str(item.get("encrypted_content"))
-        if encrypted and not block.encrypted:
-            block.encrypted = True
+        if encrypted and encrypted != block.encrypted:
+            block.encrypted = encrypted
             yield ReasoningDelta(index=block.index, encrypted_content=encrypted)
 
     def _complete(self, known: _Item, item: dict[str, Any], *, stop: bool) -> Iterator[StreamEvent]:
@@ -1062,6 +1071,10 @@ class ResponsesStreamDecoder:
                 yield from self._final_annotations(known, item, check=same)
             elif known.kind in CALL_ITEMS and known.block is not None and same:
                 yield from self._call_rest(known, known.block, item)
+            elif known.kind == "reasoning" and known.block is not None and same:
+                # Its block stopped, but its seal is the last copy's, as in a body.
+                known.item_id = known.item_id or item_id or None
+                yield from self._seal(known.block, item)
             return
         known.done = True
         known.item_id = known.item_id or _str(item.get("id")) or None
