@@ -28,14 +28,18 @@ from pydantic import (
     PastDatetime,
     TypeAdapter,
     ValidationError,
+    computed_field,
     condate,
     condecimal,
     create_model,
+    model_validator,
 )
+from pydantic.json_schema import SkipJsonSchema
 from typing_extensions import TypedDict
 
 import allama
 from _native_wire import extract_through
+from _recording import provider as recorded
 from allama import ChatRequest, InvalidRequestError, SchemaEnforcement, ToolDefinition
 from allama.mock import MockProvider, TestProvider
 from allama.schema import (
@@ -896,3 +900,135 @@ def test_the_mock_providers_refuse_a_schema_holding_no_json_as_providers_do() ->
     assert str(raised.value) == (
         "tool `when` has a schema allama cannot read: the value at `/default` is not JSON"
     )
+
+
+def _shown_models(override: Literal["serialization"] | None) -> tuple[type[BaseModel], Any]:
+    """A response model (FastAPI's kind: an alias to write out, a computed field) held by
+    another, with its configuration's schema mode overridden or not."""
+
+    class Shown(BaseModel):
+        model_config = ConfigDict(json_schema_mode_override=override)
+        amount: int = Field(serialization_alias="Amount")
+
+        @computed_field  # type: ignore[prop-decorator]
+        @property
+        def double(self) -> int:
+            return self.amount * 2
+
+    class HoldsShown(BaseModel):
+        inner: Shown
+        many: list[Shown] = []
+
+    return Shown, HoldsShown
+
+
+def test_a_serialization_mode_override_is_built_as_validation_reads_it() -> None:
+    # Pydantic's own schema of the override is what the model writes out.
+    shown, holds = _shown_models("serialization")
+    assert TypeAdapter(shown).json_schema(mode="validation")["required"] == ["Amount", "double"]
+    plain_shown, plain_holds = _shown_models(None)
+    assert (
+        type_schema(shown).schema
+        == type_schema(plain_shown).schema
+        == {
+            "properties": {"amount": {"title": "Amount", "type": "integer"}},
+            "required": ["amount"],
+            "title": "Shown",
+            "type": "object",
+        }
+    )
+    assert type_schema(holds).schema == type_schema(plain_holds).schema
+    assert type_schema(holds).schema["required"] == ["inner"]
+    extracted, sent = extract_through("openai", holds, '{"inner": {"amount": 5}, "many": []}')
+    assert extracted.metadata.enforcement is SchemaEnforcement.EXACT
+    assert extracted.value.inner.amount == 5
+    assert sent["$defs"]["Shown"]["required"] == ["amount"]
+
+
+class SkipsOne(BaseModel):
+    a: int
+    b: SkipJsonSchema[int]
+
+
+class HoldsSkipping(BaseModel):
+    items: list[SkipsOne]
+
+
+@pydantic.dataclasses.dataclass
+class SkippingDataclass:
+    a: int
+    b: SkipJsonSchema[int]
+
+
+@dataclasses.dataclass
+class SkippingStdDataclass:
+    a: int
+    b: SkipJsonSchema[str]
+
+
+class SkippingTypedDict(TypedDict):
+    a: int
+    b: SkipJsonSchema[int]
+
+
+@pytest.mark.parametrize(
+    ("tp", "label", "field"),
+    [
+        (SkipsOne, "SkipsOne", "SkipsOne.b"),
+        (HoldsSkipping, "HoldsSkipping", "SkipsOne.b"),
+        (SkippingDataclass, "SkippingDataclass", "SkippingDataclass.b"),
+        (SkippingStdDataclass, "SkippingStdDataclass", "SkippingStdDataclass.b"),
+        (SkippingTypedDict, "SkippingTypedDict", "SkippingTypedDict.b"),
+        (dict[str, SkippingTypedDict], "dict[str, SkippingTypedDict]", "SkippingTypedDict.b"),
+    ],
+)
+def test_a_required_field_left_out_of_the_schema_is_refused_before_anything_is_sent(
+    tp: Any, label: str, field: str
+) -> None:
+    # The schema leaves `b` out, validation requires it: no answer would validate.
+    target, recorder = recorded("openai", (200, {}))
+    with pytest.raises(TypeError) as raised:
+        allama.extract(target, tp, ChatRequest("gpt-4o").user("x"))
+    assert str(raised.value) == (
+        f"cannot extract `{label}`: the field `{field}` is required but "
+        "left out of its JSON Schema (a `SkipJsonSchema`), so no answer would validate; give "
+        "it a default, or let the schema show it"
+    )
+    assert recorder.bodies == []
+
+
+class SkipsWhatItNeedsNot(BaseModel):
+    a: int
+    b: SkipJsonSchema[int] = 3
+    c: int | SkipJsonSchema[None]
+
+
+class SkippingTotalFalse(TypedDict):
+    a: int
+    b: NotRequired[SkipJsonSchema[int]]
+
+
+class FillsTheSkipped(BaseModel):
+    a: int
+    b: SkipJsonSchema[int]
+
+    @model_validator(mode="before")
+    @classmethod
+    def fill(cls, data: Any) -> Any:
+        return {**data, "b": data["a"] * 2} if isinstance(data, dict) else data
+
+
+def test_a_skipped_field_validation_does_without_is_left_out_as_before() -> None:
+    # A default, a `None` skipped from a union, a key not required, a validator filling it.
+    extracted, sent = extract_through("openai", SkipsWhatItNeedsNot, '{"a": 1, "c": 2}')
+    assert extracted.value == SkipsWhatItNeedsNot(a=1, b=3, c=2)
+    assert sent["properties"] == {
+        "a": {"title": "A", "type": "integer"},
+        "c": {"title": "C", "type": "integer"},
+    }
+    extracted, sent = extract_through("openai", SkippingTotalFalse, '{"a": 1}')
+    assert extracted.value == {"a": 1}
+    assert list(sent["properties"]) == ["a"]
+    extracted, sent = extract_through("openai", FillsTheSkipped, '{"a": 1}')
+    assert extracted.value == FillsTheSkipped(a=1, b=2)
+    assert list(sent["properties"]) == ["a"]

@@ -8,6 +8,7 @@ of the caller's own validator.
 from __future__ import annotations
 
 import json
+import re
 import sys
 import weakref
 from collections.abc import Callable, Iterator
@@ -114,8 +115,13 @@ def _message(error: ErrorDetails, secret: bool = False) -> str:
     if kind == "missing":
         return f"missing field `{error['loc'][-1]}`" if error["loc"] else "missing value"
     if kind in ("enum", "literal_error"):
-        expected = ctx.get("expected", "")
-        return f"unknown variant {_describe_variant(value, secret)}, expected {expected}"
+        expected = str(ctx.get("expected", ""))
+        listed = _listed_as_json(expected)
+        if listed is None:
+            return f"unknown variant {_describe_variant(value, secret)}, expected {expected}"
+        said, scalars = listed
+        written = _describe(value, secret) if scalars else _describe_variant(value, secret)
+        return f"unknown variant {written}, expected {said}"
     if kind == "value_error":
         reason = ctx.get("error")
         return str(reason) if reason is not None else msg.removeprefix("Value error, ")
@@ -173,6 +179,41 @@ def _bound(msg: str) -> str:
 
 def _describe_variant(value: Any, secret: bool = False) -> str:
     return f"`{value}`" if isinstance(value, str) and not secret else _describe(value, secret)
+
+
+_PY_STRING = r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\""
+_PY_SCALAR = r"True|False|None|-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+_LISTED = re.compile(rf"(?P<string>{_PY_STRING})|(?P<scalar>{_PY_SCALAR})")
+_BETWEEN = (", ", " or ")
+_AS_JSON = {"True": "true", "False": "false", "None": "null"}
+
+
+def _listed_as_json(expected: str) -> tuple[str, bool] | None:
+    """Pydantic's list of an enum's or `Literal`'s values (`1.5, True or 'a'`, each as
+    Python writes it) with its booleans and `None` as JSON writes them (`1.5, true or
+    'a'`), and whether any value is not a string: then a string the model wrote is said as
+    one (`string "2"`, not `2`, where `1 or 2` is expected). `None` for any other text
+    (a decision's own list of its options), which is said as it is."""
+    out: list[str] = []
+    scalars = False
+    at = 0
+    while True:
+        found = _LISTED.match(expected, at)
+        if found is None:
+            return None
+        token = found.group()
+        if found.group("scalar") is not None:
+            scalars = True
+            token = _AS_JSON.get(token, token)
+        out.append(token)
+        at = found.end()
+        if at == len(expected):
+            return "".join(out), scalars
+        between = next((sep for sep in _BETWEEN if expected.startswith(sep, at)), None)
+        if between is None:
+            return None
+        out.append(between)
+        at += len(between)
 
 
 def _path(error: ErrorDetails, output: Any, hidden: frozenset[int] = frozenset()) -> str | None:

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from pydantic import PydanticInvalidForJsonSchema, PydanticUserError, TypeAdapter, ValidationError
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode, JsonSchemaValue
-from pydantic_core import core_schema
+from pydantic_core import PydanticOmit, core_schema
 
 from allama.schema._errors import SchemaError
 
@@ -89,6 +89,19 @@ class _StableDefaults(GenerateJsonSchema):
         self._root: core_schema.CoreSchema | None = None
         self._tagged_refs: dict[str, core_schema.TaggedUnionSchema] | None = None
         """The root's tagged unions by ref (`_tagged_unions`), found when first asked."""
+        self._owners: list[str | None] = []
+        """The models, dataclasses and TypedDicts whose fields are being written, innermost
+        last: a field the schema leaves out is named by its owner (`_SkippedRequired`)."""
+        self._field_names: dict[int, str] = {}
+        """The names of the fields of models and TypedDicts met, by their core schema's
+        identity: the field's own schema does not hold its name (a dataclass's does)."""
+
+    @property
+    def mode(self) -> JsonSchemaMode:
+        """The mode asked for, always: pydantic would take a model's
+        `json_schema_mode_override` instead (a response model's `"serialization"`), whose
+        schema names what the model writes out, not what validation reads back."""
+        return self._mode
 
     def function_before_schema(
         self, schema: core_schema.BeforeValidatorFunctionSchema
@@ -270,10 +283,61 @@ class _StableDefaults(GenerateJsonSchema):
         """Every node as pydantic writes it; a string whose checks read it stripped of
         whitespace (`_reads_stripped`) is marked after the constraints beside it are merged
         in (`Field(min_length=...)` after an `AfterValidator` is)."""
-        json_schema = super().generate_inner(schema)
+        try:
+            json_schema = super().generate_inner(schema)
+        except PydanticOmit:
+            self._refuse_skipped(schema)
+            raise
         if self.mode == "validation" and "$ref" not in json_schema and self._reads_stripped(schema):
             _mark_stripped(json_schema)
         return json_schema
+
+    def _refuse_skipped(self, schema: Any) -> None:
+        """Refuses a required field the schema leaves out (`SkipJsonSchema[int]`): no answer
+        holds it, and validation fails without it. One with a default is only left to it; a
+        validator of the caller's above the fields (a model's `mode="before"`) may fill it
+        in, so under one the field is left out as pydantic leaves it."""
+        if not isinstance(schema, dict) or self.mode != "validation" or self._read_by_functions:
+            return
+        kind = schema.get("type")
+        if kind == "typed-dict-field":
+            required = bool(schema.get("required", True))
+        elif kind in ("model-field", "dataclass-field"):
+            required = schema["schema"].get("type") != "default"
+        else:
+            return
+        if not required:
+            return
+        name = str(schema.get("name") or self._field_names.get(id(schema), "?"))
+        owner = self._owners[-1] if self._owners else None
+        raise _SkippedRequired(f"{owner}.{name}" if owner else name)
+
+    def model_schema(self, schema: core_schema.ModelSchema) -> JsonSchemaValue:
+        with self._owned_by(schema.get("cls")):
+            return super().model_schema(schema)
+
+    def dataclass_schema(self, schema: core_schema.DataclassSchema) -> JsonSchemaValue:
+        with self._owned_by(schema.get("cls")):
+            return super().dataclass_schema(schema)
+
+    def typed_dict_schema(self, schema: core_schema.TypedDictSchema) -> JsonSchemaValue:
+        self._field_names.update((id(field), name) for name, field in schema["fields"].items())
+        with self._owned_by(schema.get("cls")):
+            return super().typed_dict_schema(schema)
+
+    def model_fields_schema(self, schema: core_schema.ModelFieldsSchema) -> JsonSchemaValue:
+        self._field_names.update((id(field), name) for name, field in schema["fields"].items())
+        return super().model_fields_schema(schema)
+
+    @contextlib.contextmanager
+    def _owned_by(self, cls: Any) -> Iterator[None]:
+        """`cls`'s fields are written within: a message names a field by its owner."""
+        name = getattr(cls, "__name__", None)
+        self._owners.append(name if isinstance(name, str) else None)
+        try:
+            yield
+        finally:
+            self._owners.pop()
 
     def _reads_stripped(self, schema: Any) -> bool:
         """Whether `schema` is a `str` (or after-validators over one) that strips whitespace
@@ -823,6 +887,18 @@ def _text_names(keys: core_schema.CoreSchema) -> dict[str, Any]:
     return dict(_UNSAID_KEYS)
 
 
+class _SkippedRequired(TypeError):
+    """A required field the schema leaves out (`SkipJsonSchema`): validation fails without
+    it, and the provider is never asked for it."""
+
+    def __init__(self, field_name: str) -> None:
+        super().__init__(
+            f"the field `{field_name}` is required but left out of its JSON Schema (a "
+            "`SkipJsonSchema`), so no answer would validate; give it a default, or let the "
+            "schema show it"
+        )
+
+
 class _KeysUnread(TypeError):
     """A map whose keys validation reads from no JSON key (all text): `Literal[1, 2]`,
     `tuple[str, str]`, a model."""
@@ -1048,7 +1124,7 @@ def _build(tp: Any) -> TypeSchema:
     adapter: TypeAdapter[Any] = TypeAdapter(tp)
     try:
         schema = adapter.json_schema(mode="validation", schema_generator=_StableDefaults)
-    except (_KeysUnread, _EnumUnread) as refused:
+    except (_KeysUnread, _EnumUnread, _SkippedRequired) as refused:
         raise TypeError(f"cannot extract `{type_label(tp)}`: {refused}") from None
     unread = _read_by_path(adapter.core_schema)
     if unread:

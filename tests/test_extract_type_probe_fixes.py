@@ -1,0 +1,133 @@
+"""Awkward pydantic types in an extraction: a response model's serialization override is
+built for validation, and a value the model quotes where a `Literal` or enum lists numbers
+or booleans is said as the string it is, the values as JSON writes them."""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, Literal
+
+import pytest
+from pydantic import BaseModel, ConfigDict, Field, Secret, computed_field
+from tests._recording import Recorder, provider
+
+from allama import ChatRequest, Extractor
+from allama.extract import ParseError
+
+
+def completion(content: str) -> dict[str, Any]:
+    return {
+        "id": "c1",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "gpt-4o",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 5, "total_tokens": 10},
+    }
+
+
+def _openai(*replies: str) -> tuple[Any, Recorder]:
+    return provider("openai", *((200, completion(reply)) for reply in replies))
+
+
+class Shown(BaseModel):
+    """A response model (FastAPI's kind): its schema is what it writes out."""
+
+    model_config = ConfigDict(json_schema_mode_override="serialization")
+    amount: int = Field(serialization_alias="Amount")
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def double(self) -> int:
+        return self.amount * 2
+
+
+class HoldsShown(BaseModel):
+    inner: Shown
+
+
+def test_a_response_models_schema_asks_for_what_validation_reads() -> None:
+    target, recorder = _openai('{"inner": {"amount": 5}}')
+    extracted = Extractor(retries=2).extract(target, HoldsShown, ChatRequest("gpt-4o").user("x"))
+    assert extracted.value == HoldsShown(inner=Shown(amount=5))
+    assert extracted.value.inner.double == 10
+    assert len(recorder.bodies) == 1
+    assert recorder.bodies[0]["response_format"]["json_schema"]["schema"] == {
+        "properties": {"inner": {"$ref": "#/$defs/Shown"}},
+        "required": ["inner"],
+        "title": "HoldsShown",
+        "type": "object",
+        "additionalProperties": False,
+        "$defs": {
+            "Shown": {
+                "description": "A response model (FastAPI's kind): its schema is what it "
+                "writes out.",
+                "properties": {"amount": {"title": "Amount", "type": "integer"}},
+                "required": ["amount"],
+                "title": "Shown",
+                "type": "object",
+                "additionalProperties": False,
+            }
+        },
+    }
+
+
+class Level(enum.IntEnum):
+    LOW = 1
+    HIGH = 2
+
+
+class Quoted(BaseModel):
+    level: Level = Level.LOW
+    count: Literal[1, 2] = 1
+    odd: Literal[1.5, True, None] = 1.5
+    mixed: Literal["a", 1] = "a"
+    word: Literal["low", "high"] = "low"
+
+
+@pytest.mark.parametrize(
+    ("reply", "place", "detail"),
+    [
+        ('{"level": "1"}', "level", 'unknown variant string "1", expected 1 or 2'),
+        ('{"count": "2"}', "count", 'unknown variant string "2", expected 1 or 2'),
+        ('{"odd": "true"}', "odd", 'unknown variant string "true", expected 1.5, true or null'),
+        ('{"odd": "None"}', "odd", 'unknown variant string "None", expected 1.5, true or null'),
+        ('{"mixed": "1"}', "mixed", "unknown variant string \"1\", expected 'a' or 1"),
+        ('{"count": 3}', "count", "unknown variant integer `3`, expected 1 or 2"),
+        # Strings alone listed: the answer as before, in backticks.
+        ('{"word": "medium"}', "word", "unknown variant `medium`, expected 'low' or 'high'"),
+    ],
+)
+def test_a_quoted_number_or_boolean_is_said_as_the_string_it_is(
+    reply: str, place: str, detail: str
+) -> None:
+    target, recorder = _openai(reply)
+    with pytest.raises(ParseError) as caught:
+        Extractor(retries=1).extract(target, Quoted, ChatRequest("gpt-4o").user("x"))
+    assert caught.value.detail == detail
+    assert str(caught.value) == (
+        f"openai: failed to parse the output in `native` mode: at `{place}`: {detail}"
+    )
+    assert recorder.bodies[1]["messages"][-1]["content"] == (
+        f"The previous reply could not be used: it did not match the schema at `{place}`: "
+        f"{detail}. "
+        "Reply again with only the JSON value, matching the schema exactly."
+    )
+
+
+class Hidden(BaseModel):
+    level: Secret[Literal[1, 2]]
+
+
+def test_a_secret_quoted_number_is_still_not_quoted() -> None:
+    target, _ = _openai('{"level": "SECRET"}')
+    with pytest.raises(ParseError) as caught:
+        Extractor().extract(target, Hidden, ChatRequest("gpt-4o").user("x"))
+    assert caught.value.detail == "unknown variant a secret string, expected 1 or 2"
+    assert "SECRET" not in str(caught.value)
