@@ -320,7 +320,11 @@ def test_thinking_budgets_and_levels() -> None:
 
     assert thinking("gemini-2.5-flash", "medium") == ({"thinkingBudget": 8192}, [])
     assert thinking("gemini-2.5-flash", "none") == ({"thinkingBudget": 0}, [])
-    assert thinking("gemini-2.5-pro", "none") == (None, [("reasoning_effort", "unsupported")])
+    # Pro cannot turn thinking off: its lowest budget, with a warning.
+    assert thinking("gemini-2.5-pro", "none") == (
+        {"thinkingBudget": 128},
+        [("reasoning_effort", "unsupported")],
+    )
     assert thinking("gemini-2.5-pro", "minimal") == ({"thinkingBudget": 512}, [])
     assert thinking("gemini-2.5-flash-lite", "high") == ({"thinkingBudget": 24576}, [])
     assert thinking("gemini-3-flash-preview", "minimal") == ({"thinkingLevel": "MINIMAL"}, [])
@@ -580,22 +584,25 @@ def test_tool_results_given_out_of_order_go_in_the_order_of_the_calls(stream: bo
     assert encode(in_order, stream=stream)[3] == body
 
 
-def test_a_tool_result_is_not_moved_across_a_user_turn() -> None:
+def test_results_on_either_side_of_the_users_words_go_before_them() -> None:
+    # A function-response content holds nothing else (Gemini answers 400 to text beside
+    # the responses): the results, in the order of the calls, then the user's words.
     request, paris, rome = _weather_turn()
     answered = request.tool_result(rome, "Rome: 30C").user("Paris is slow.")
     _, _, _, body, warnings = encode(answered.tool_result(paris, "Paris: 12C"))
-    assert body["contents"][2] == {
-        "role": "user",
-        "parts": [
-            _weather_response("Rome: 30C"),
-            {"text": "Paris is slow."},
-            _weather_response("Paris: 12C"),
-        ],
-    }
+    assert body["contents"][2:] == [
+        {
+            "role": "user",
+            "parts": [_weather_response("Paris: 12C"), _weather_response("Rome: 30C")],
+        },
+        {"role": "user", "parts": [{"text": "Paris is slow."}]},
+    ]
     assert warnings == []
 
 
-def test_a_result_for_an_earlier_turns_call_goes_after_this_turns() -> None:
+def test_a_call_answered_only_after_a_later_turn_is_refused() -> None:
+    # Gemini needs a call turn's responses right after it (400 otherwise): the result given
+    # after the next turn's comes too late.
     early = ToolCall.of("fc-1", "now", {})
     _, paris, rome = _weather_turn()
     request = (
@@ -608,16 +615,13 @@ def test_a_result_for_an_earlier_turns_call_goes_after_this_turns() -> None:
         .tool_result(early, "12:00")
         .tool_result(paris, "Paris: 12C")
     )
-    _, _, _, body, warnings = encode(request)
-    assert body["contents"][-1] == {
-        "role": "user",
-        "parts": [
-            _weather_response("Paris: 12C"),
-            _weather_response("Rome: 30C"),
-            {"functionResponse": {"id": "fc-1", "name": "now", "response": {"output": "12:00"}}},
-        ],
-    }
-    assert warnings == []
+    with pytest.raises(InvalidRequestError) as caught:
+        encode(request)
+    assert str(caught.value) == (
+        "the tool call `fc-1` of the assistant turn at `messages[1]` got no tool result "
+        "before the next user turn (`messages[2]`), and Gemini needs each call's result "
+        "right after it"
+    )
 
 
 # Inline data checked as Anthropic's encoder checks it

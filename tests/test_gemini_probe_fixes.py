@@ -28,11 +28,13 @@ from allama import (
     ToolDefinition,
 )
 from allama.adapters.gemini import decode_response
-from allama.errors import InvalidRequestError, StreamDecodeError
+from allama.errors import InvalidRequestError, StreamDecodeError, UnsupportedError
 from allama.schema import gemini_json_schema, gemini_response_schema
 from allama.transport import Transport
 from allama.types import (
     BlockStart,
+    CapabilitySupport,
+    ChatCapability,
     DocumentPart,
     FinishReason,
     ImagePart,
@@ -1053,3 +1055,201 @@ def test_an_ordering_naming_an_undeclared_property_is_said_on_the_response_forma
             'properties the object does not declare: it was sent as ["a", "b"]',
         )
     ]
+
+
+# 11. A user turn after function calls: the responses alone in one content, the user's words
+# in the next; a call the next user turn gives no result for is refused unsent
+
+IMAGE = b"\x89PNG\r\n\x1a\n0000"
+IMAGE_B64 = base64.b64encode(IMAGE).decode()
+CALL_A = ToolCall(id="call_0", name="f", arguments='{"a": 1}')
+CALL_B = ToolCall(id="call_1", name="f", arguments='{"a": 2}')
+
+
+def response_part(output: str) -> dict[str, Any]:
+    return {"functionResponse": {"name": "f", "response": {"output": output}}}
+
+
+@pytest.mark.parametrize("model", ["gemini-3-flash-preview", "gemini-2.5-flash"])
+def test_the_users_words_after_a_tool_result_go_in_a_content_of_their_own(model: str) -> None:
+    target, recorder = provider("gemini", (200, answer([{"text": "done"}])))
+    request = (
+        ChatRequest(model)
+        .user("x")
+        .with_tools(TOOLS)
+        .assistant([CALL_A])
+        .tool_result("call_0", "1")
+        .user("Now summarise", ImagePart(data=IMAGE, media_type="image/png"))
+    )
+    target.chat(request)
+    assert recorder.bodies[-1]["contents"][2:] == [
+        {"role": "user", "parts": [response_part("1")]},
+        {
+            "role": "user",
+            "parts": [
+                {"text": "Now summarise"},
+                {"inlineData": {"mimeType": "image/png", "data": IMAGE_B64}},
+            ],
+        },
+    ]
+
+
+def test_results_around_the_users_words_go_first_in_the_order_of_the_calls() -> None:
+    target, recorder = provider("gemini", (200, answer([{"text": "done"}])))
+    request = (
+        ChatRequest("gemini-2.5-flash")
+        .user("x")
+        .with_tools(TOOLS)
+        .assistant([CALL_A, CALL_B])
+        .tool_result("call_1", "2")
+        .user("The first is slow.")
+        .tool_result("call_0", "1")
+    )
+    response = target.chat(request)
+    assert recorder.bodies[-1]["contents"][2:] == [
+        {"role": "user", "parts": [response_part("1"), response_part("2")]},
+        {"role": "user", "parts": [{"text": "The first is slow."}]},
+    ]
+    assert response.warnings == ()
+
+
+def test_words_of_whitespace_alone_after_a_tool_result_are_left_out() -> None:
+    target, recorder = provider("gemini", (200, answer([{"text": "done"}])))
+    request = (
+        ChatRequest("gemini-2.5-flash")
+        .user("x")
+        .with_tools(TOOLS)
+        .assistant([CALL_A])
+        .tool_result("call_0", "1")
+        .user(" \n")
+    )
+    target.chat(request)
+    assert recorder.bodies[-1]["contents"][2:] == [{"role": "user", "parts": [response_part("1")]}]
+
+
+def test_a_call_with_no_result_before_the_next_user_turn_is_refused_unsent() -> None:
+    target, recorder = provider("gemini", (200, answer([{"text": "done"}])))
+    request = (
+        ChatRequest("gemini-3-flash-preview")
+        .user("x")
+        .with_tools(TOOLS)
+        .assistant([CALL_A, CALL_B])
+        .tool_result("call_0", "1")
+        .user("go on")
+    )
+    with pytest.raises(InvalidRequestError) as caught:
+        target.chat(request)
+    assert str(caught.value) == (
+        "the tool call `call_1` of the assistant turn at `messages[1]` got no tool result "
+        "before the next user turn (`messages[2]`), and Gemini needs each call's result right "
+        "after it"
+    )
+    assert recorder.bodies == []
+
+
+def test_calls_the_user_answers_with_words_alone_are_refused_unsent() -> None:
+    target, recorder = provider("gemini", (200, answer([{"text": "done"}])))
+    request = (
+        ChatRequest("gemini-2.5-flash")
+        .system("Be brief.")
+        .user("x")
+        .with_tools(TOOLS)
+        .assistant([CALL_A, CALL_B])
+        .user("never mind")
+    )
+    with pytest.raises(InvalidRequestError) as caught:
+        target.chat(request)
+    assert str(caught.value) == (
+        "the tool calls `call_0`, `call_1` of the assistant turn at `messages[2]` got no tool "
+        "result before the next user turn (`messages[3]`), and Gemini needs each call's "
+        "result right after it"
+    )
+    assert recorder.bodies == []
+
+
+def test_calls_that_end_the_conversation_are_not_refused() -> None:
+    target, recorder = provider("gemini", (200, answer([{"text": "done"}])))
+    request = ChatRequest("gemini-2.5-flash").user("x").with_tools(TOOLS).assistant([CALL_A])
+    target.chat(request)
+    assert [content["role"] for content in recorder.bodies[-1]["contents"]] == ["user", "model"]
+
+
+# 12. Gemini 2.5 Flash Image and the 2.5 speech models do not think
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        "gemini-2.5-flash-image",
+        "gemini-2.5-flash-image-preview",
+        "gemini-2.5-flash-preview-tts",
+        "gemini-2.5-pro-preview-tts",
+    ],
+)
+def test_a_model_of_image_or_speech_output_is_sent_no_thinking(model: str) -> None:
+    target, recorder = provider("gemini", (200, answer([{"text": "x"}])))
+    assert target.chat_capability(model, ChatCapability.REASONING) is CapabilitySupport.UNSUPPORTED
+    none = target.chat(ChatRequest(model).user("x").with_reasoning_effort(ReasoningEffort.NONE))
+    assert "generationConfig" not in recorder.bodies[-1]
+    assert none.warnings == ()
+    low = target.chat(ChatRequest(model).user("x").with_reasoning_effort(ReasoningEffort.LOW))
+    assert "generationConfig" not in recorder.bodies[-1]
+    assert said(low.warnings) == [
+        (
+            WarningKind.UNSUPPORTED,
+            RequestField.REASONING_EFFORT,
+            f"`{model}` on Gemini does not think",
+        )
+    ]
+
+
+def test_gemini_2_5_flash_itself_still_turns_thinking_off() -> None:
+    target, recorder = provider("gemini", (200, answer([{"text": "x"}])))
+    request = ChatRequest("gemini-2.5-flash").user("x").with_reasoning_effort("none")
+    target.chat(request)
+    assert recorder.bodies[-1]["generationConfig"] == {"thinkingConfig": {"thinkingBudget": 0}}
+
+
+# 13. Reasoning effort `none` where thinking cannot be turned off: the lowest level or budget
+
+
+@pytest.mark.parametrize(
+    ("model", "sent", "instead"),
+    [
+        ("gemini-3-flash-preview", {"thinkingLevel": "MINIMAL"}, "its lowest level, `minimal`"),
+        ("gemini-3-pro-preview", {"thinkingLevel": "LOW"}, "its lowest level, `low`"),
+        ("gemini-3.1-pro-preview", {"thinkingLevel": "LOW"}, "its lowest level, `low`"),
+        ("gemini-2.5-pro", {"thinkingBudget": 128}, "its lowest thinking budget, 128 tokens"),
+    ],
+)
+def test_no_thinking_where_it_cannot_be_turned_off_sends_the_least(
+    model: str, sent: dict[str, Any], instead: str
+) -> None:
+    target, recorder = provider("gemini", (200, answer([{"text": "x"}])))
+    response = target.chat(ChatRequest(model).user("x").with_reasoning_effort("none"))
+    assert recorder.bodies[-1]["generationConfig"] == {"thinkingConfig": sent}
+    assert said(response.warnings) == [
+        (
+            WarningKind.UNSUPPORTED,
+            RequestField.REASONING_EFFORT,
+            f"`{model}` on Gemini cannot turn thinking off; {instead}, was sent",
+        )
+    ]
+
+
+def test_no_thinking_where_it_cannot_be_turned_off_is_refused_under_error() -> None:
+    target, recorder = provider("gemini", (200, answer([{"text": "x"}])))
+    request = (
+        ChatRequest("gemini-3-flash-preview")
+        .user("x")
+        .with_reasoning_effort("none")
+        .with_unsupported_policy(UnsupportedPolicy.ERROR)
+    )
+    with pytest.raises(UnsupportedError) as caught:
+        target.chat(request)
+    assert str(caught.value) == (
+        "cannot send `reasoning_effort`: `gemini-3-flash-preview` on Gemini cannot turn "
+        "thinking off"
+    )
+    assert caught.value.field is RequestField.REASONING_EFFORT
+    assert recorder.bodies == []

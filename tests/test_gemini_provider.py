@@ -525,9 +525,11 @@ SYNTHETIC = [
                                 "response": {"error": "no such city"},
                             }
                         },
-                        {"text": "And now?"},
                     ],
                 },
+                # What the user says after the results goes apart from them: Gemini answers
+                # 400 to a function-response content that holds text.
+                {"role": "user", "parts": [{"text": "And now?"}]},
                 {
                     "role": "model",
                     # Gemini 3 may end a turn with a signature on an empty text part.

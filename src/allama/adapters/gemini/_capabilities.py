@@ -164,6 +164,12 @@ _GEMINI_ROWS = (
     GeminiFamily("gemini-3.1-pro*", _JSON, Thinking.LEVEL, levels=("low", "medium", "high")),
     GeminiFamily("gemini-3*-pro*", _JSON, Thinking.LEVEL, levels=("low", "high")),
     GeminiFamily("gemini-3*", _JSON, Thinking.LEVEL, levels=("minimal", "low", "medium", "high")),
+    # Gemini 2.5 Flash Image and the 2.5 speech models do not think: ahead of the 2.5 Pro
+    # and Flash rows, whose globs their ids match. Any `thinkingConfig`, a budget of 0 too,
+    # is answered 400 "Thinking is not enabled for models/gemini-2.5-flash-image-preview"
+    # (CherryHQ/cherry-studio#9614; anomalyco/models.dev#576 for gemini-2.5-flash-image).
+    GeminiFamily("gemini-2.5-flash-image*", _JSON, json_with_tools=False),
+    GeminiFamily("gemini-2.5-*-tts*", _JSON, json_with_tools=False),
     # Gemini 2.5: thinking budgets; Pro cannot turn thinking off.
     GeminiFamily(
         "gemini-2.5-pro*", _JSON, Thinking.BUDGET, budget=(128, 32_768), json_with_tools=False

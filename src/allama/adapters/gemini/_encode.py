@@ -27,7 +27,15 @@ provider issued (`Reasoning.issuer`) is left out: Gemini would refuse it.
 
 Tool results that answer one model turn go in the order of its calls, whatever order the
 caller gave them in: Gemini pairs a response with its call by position and name, and the
-ids allama gives calls Gemini sent without one are not sent back.
+ids allama gives calls Gemini sent without one are not sent back. They go in a user content
+of their own, and what the user says beside them (text, an image) in the next one: Gemini
+answers 400 to a function-response content that holds anything else. A call the next user
+turn gives no result for is refused before sending: Gemini answers 400 unless a call turn
+gets as many responses as it has calls.
+
+Reasoning effort `none` on a family that cannot turn thinking off sends its lowest thinking
+level or budget, with a warning (refused under `UnsupportedPolicy.ERROR`): sent nothing, the
+model would think at its default.
 """
 
 from __future__ import annotations
@@ -138,23 +146,48 @@ class _Encoder:
     # Conversation
 
     def conversation(self) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
-        """`systemInstruction` and `contents`, consecutive turns of a role merged."""
+        """`systemInstruction` and `contents`, consecutive turns of a role merged; a user
+        turn that answers function calls goes as two contents, its function responses alone,
+        then what else it says (`_user_turn`). Calls the user turn after them leaves
+        unanswered are refused (`answered`)."""
         system: list[dict[str, Any]] = []
         contents: list[dict[str, Any]] = []
         moved = False
-        for message in results_in_call_order(self.request.messages):
+        calls: list[tuple[str, int]] = []  # the latest model turn's calls: id, message index
+        results: list[str] = []  # the ids the user turn after those calls answers
+        responses: list[tuple[str, dict[str, Any]]] = []  # its function responses, by id
+        words: list[dict[str, Any]] = []  # and its other parts
+        after: int | None = None  # the index of that user turn's first message
+        # Tool results are only moved among themselves: each other message keeps its index.
+        for index, message in enumerate(results_in_call_order(self.request.messages)):
             if isinstance(message, SystemMessage | DeveloperMessage):
                 if message.content:
                     system.append({"text": message.content})
-                moved = moved or bool(contents)
+                moved = moved or bool(contents or responses or words)
                 continue
             role, parts = self.message(message)
             if not parts:
                 continue
-            if contents and contents[-1]["role"] == role:
-                contents[-1]["parts"].extend(parts)
-            else:
-                contents.append({"role": role, "parts": parts})
+            if role == "user":
+                after = index if after is None else after
+                if isinstance(message, ToolMessage):
+                    results.append(message.tool_call_id)
+                    responses.extend((message.tool_call_id, part) for part in parts)
+                else:
+                    words.extend(parts)
+                continue
+            if responses or words:
+                contents.extend(_user_turn(calls, responses, words))
+                responses, words = [], []
+            if not contents or contents[-1]["role"] != "model":
+                self.answered(calls, results, after)
+                calls, results, after = [], [], None
+                contents.append({"role": role, "parts": []})
+            contents[-1]["parts"].extend(parts)
+            assert isinstance(message, AssistantMessage)
+            calls.extend((call.id, index) for call in message.tool_calls)
+        contents.extend(_user_turn(calls, responses, words))
+        self.answered(calls, results, after)
         if moved:
             self.degradations.approximate(
                 RequestField.SYSTEM,
@@ -162,6 +195,31 @@ class _Encoder:
                 "conversation; those given later were moved there",
             )
         return ({"parts": system} if system else None), contents
+
+    def answered(self, calls: list[tuple[str, int]], results: list[str], after: int | None) -> None:
+        """Refuse function calls the user turn after them gives no result for: Gemini
+        answers 400 ("the number of function response parts is equal to the number of
+        function call parts of the function call turn"). Named by the calls' ids and the
+        index of the turns in `request.messages`, as the Anthropic adapter names them."""
+        if after is None:
+            return  # the conversation ends with the calls: nothing answered them yet
+        given = list(results)
+        missing: list[tuple[str, int]] = []
+        for call_id, index in calls:
+            if call_id in given:
+                given.remove(call_id)
+            else:
+                missing.append((call_id, index))
+        if not missing:
+            return
+        ids = ", ".join(f"`{call_id}`" for call_id, _ in missing)
+        where = ", ".join(sorted({f"`messages[{index}]`" for _, index in missing}))
+        noun = "the tool call" if len(missing) == 1 else "the tool calls"
+        raise self.invalid(
+            f"{noun} {ids} of the assistant turn at {where} got no tool result before the "
+            f"next user turn (`messages[{after}]`), and {self.profile.display_name} needs "
+            "each call's result right after it"
+        )
 
     def message(self, message: Message) -> tuple[str, list[dict[str, Any]]]:
         if isinstance(message, UserMessage):
@@ -458,8 +516,7 @@ class _Encoder:
                 return None  # no thinking is what this model does: nothing to send
             if family.can_disable:
                 return {"thinkingBudget": 0}
-            self.degradations.refuse(field, f"{self.where} cannot turn thinking off")
-            return None
+            return self.least_thinking()
         if family.thinking is Thinking.NONE:
             self.degradations.refuse(field, f"{self.where} does not think")
             return None
@@ -475,6 +532,26 @@ class _Encoder:
                 f"{budget} was sent for `{effort}`",
             )
         return {"thinkingBudget": budget}
+
+    def least_thinking(self) -> dict[str, Any] | None:
+        """For effort `none` on a family that cannot turn thinking off: its lowest level or
+        budget, the nearest to none (sent nothing, the model would think at its default),
+        with a warning; refused under `UnsupportedPolicy.ERROR`."""
+        family = self.family
+        why = f"{self.where} cannot turn thinking off"
+        field = RequestField.REASONING_EFFORT
+        if family.thinking is Thinking.LEVEL and family.levels:
+            lowest = family.levels[0]
+            self.degradations.refuse(field, why, instead=f"its lowest level, `{lowest}`, was sent")
+            return {"thinkingLevel": lowest.upper()}
+        if family.thinking is Thinking.BUDGET and family.budget[0] > 0:
+            low = family.budget[0]
+            self.degradations.refuse(
+                field, why, instead=f"its lowest thinking budget, {low} tokens, was sent"
+            )
+            return {"thinkingBudget": low}
+        self.degradations.refuse(field, why)
+        return None
 
     def level(self, effort: str) -> str:
         levels = self.family.levels
@@ -839,8 +916,9 @@ def encode_request(
     `UnsupportedPolicy.ERROR`, and for a response schema it cannot enforce or cached content
     beside system instructions or tools under any policy; `InvalidRequestError` for a
     conversation it cannot take (tool call arguments that are not an object, a tool result
-    answering no call, no message but system ones, a data URL that is not valid base64, an
-    image of another type or of no data) and for a tool whose parameters are not an object.
+    answering no call, a call with no result before the next user turn, no message but
+    system ones, a data URL that is not valid base64, an image of another type or of no
+    data) and for a tool whose parameters are not an object.
     """
     encoder = _Encoder(request, profile, family, degradations, stream)
     body = encoder.body()
@@ -851,3 +929,26 @@ def _blank(part: dict[str, Any]) -> bool:
     """A text part of nothing but whitespace (and nothing else, such as a signature)."""
     text = part.get("text")
     return len(part) == 1 and isinstance(text, str) and not text.strip()
+
+
+def _user_turn(
+    calls: list[tuple[str, int]],
+    responses: list[tuple[str, dict[str, Any]]],
+    words: list[dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """The contents of one user turn: its function responses alone in the first, in the
+    order of the calls they answer (`calls`, of the model turn before; Gemini pairs them by
+    position), and what else it says in a second. Gemini answers 400 to a function-response
+    content holding other parts ("Requests ending with a model turn are not supported"
+    beside text; an image beside them is refused too), and takes two user contents in a
+    row. Words of nothing but whitespace after the responses say nothing: left out."""
+    turn: list[dict[str, Any]] = []
+    if responses:
+        position: dict[str, int] = {}
+        for at, (call_id, _) in enumerate(calls):
+            position.setdefault(call_id, at)
+        ordered = sorted(responses, key=lambda response: position.get(response[0], len(calls)))
+        turn.append({"role": "user", "parts": [part for _, part in ordered]})
+    if words and not (responses and all(_blank(part) for part in words)):
+        turn.append({"role": "user", "parts": words})
+    return turn
