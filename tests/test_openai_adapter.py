@@ -1599,7 +1599,8 @@ def _requests() -> st.SearchStrategy[ChatRequest]:
                 call = ToolCall(id="call_1", name="lookup", arguments="{}")
                 request = request.assistant([call]).tool_result("call_1", draw(text))
             else:
-                request = request.assistant([ToolCall(id="c", name="f", arguments="")])
+                call = ToolCall(id="c", name="f", arguments="")
+                request = request.assistant([call]).tool_result("c", draw(text))
         tools = draw(st.lists(tool, max_size=2, unique_by=lambda t: t.name))
         if tools:
             request = request.with_tools(tools).with_tool_choice(

@@ -262,6 +262,7 @@ def test_a_function_call_goes_back_as_a_function_beside_custom_tools() -> None:
         ChatRequest("gpt-5")
         .user("x")
         .assistant([call])
+        .tool_result(call, "sunny")
         .with_option_json("openai_compat", CUSTOM_TOOLS)
     )
     assert recorder.bodies[0]["messages"][1]["tool_calls"] == [

@@ -333,13 +333,12 @@ def test_other_models_get_the_ids_as_given() -> None:
 
 
 def deepseek_turn(*content: TextPart | ToolCall | Reasoning) -> dict[str, Any]:
-    request = (
-        ChatRequest("deepseek-v4-flash")
-        .user("Paris?")
-        .push(AssistantMessage(content=content))
-        .user("Thanks.")
-        .with_tools([WEATHER])
-    )
+    request = ChatRequest("deepseek-v4-flash").user("Paris?")
+    request = request.push(AssistantMessage(content=content))
+    for block in content:  # DeepSeek refuses a call left unanswered
+        if isinstance(block, ToolCall):
+            request = request.tool_result(block, "sunny")
+    request = request.user("Thanks.").with_tools([WEATHER])
     deepseek, recorder = provider("deepseek", completion({"content": "ok"}))
     deepseek.chat(request)
     turn: dict[str, Any] = recorder.bodies[0]["messages"][1]

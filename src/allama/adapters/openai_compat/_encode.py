@@ -22,6 +22,7 @@ from allama._degradations import (
     option_tools,
     stops_first,
 )
+from allama.adapters._answered import unanswered_calls, unanswered_words
 from allama.adapters._http import (
     HttpRequest,
     option_fields,
@@ -129,6 +130,7 @@ class _Encoder:
     # Messages
 
     def messages(self) -> list[dict[str, Any]]:
+        self.every_call_answered(adjacent=True)
         # Servers running an open model's chat template (vLLM, llama.cpp, Ollama, and the
         # hosts serving Llama or Qwen) write results by position, with no id.
         messages: Sequence[Message] = results_in_call_order(self.request.messages)
@@ -146,6 +148,18 @@ class _Encoder:
             # round-trip paid to hear it. System instructions alone are sent.
             raise self.no_messages()
         return wire
+
+    def every_call_answered(self, *, adjacent: bool) -> None:
+        """Refuse a tool call the conversation gives no result for, where the endpoint
+        answers 400 to one (`WireProfile.needs_call_results`): in the tool messages right
+        after its turn (`adjacent`, Chat Completions), or anywhere after it (the Responses
+        API). Named by the caller's ids and the index of the turns in `request.messages`."""
+        if not self.profile.needs_call_results:
+            return
+        found = unanswered_calls(self.request.messages, adjacent=adjacent)
+        if found is not None:
+            display = self.profile.display_name
+            raise self.invalid(unanswered_words(found, display, adjacent=adjacent))
 
     def no_messages(self) -> InvalidRequestError:
         """The error for a request with no message left to send (not raised here)."""

@@ -89,6 +89,15 @@ class WireProfile:
     """The longest tool-call id the endpoint takes (OpenAI's and Azure OpenAI's 40: a longer
     one, another provider's, is answered 400 `string_above_max_length`), `None`: no limit
     known; a longer id is sent as one made from it (`limited_ids`), its results with it."""
+    needs_call_results: bool = False
+    """Whether the endpoint refuses a tool call that gets no result in the tool messages right
+    after its turn (on the Responses API, none anywhere in the input): OpenAI and Azure OpenAI
+    answer 400 "An assistant message with 'tool_calls' must be followed by tool messages
+    responding to each 'tool_call_id'" ("No tool output found for function call" on the
+    Responses API), DeepSeek "insufficient tool messages following tool_calls message",
+    Mistral "Not the same number of function calls and responses". Such a request is
+    refused before sending, naming the calls; elsewhere (local servers, hosts of open
+    models, routers) it goes as it is."""
     mistral_turns: bool = False
     """Whether the endpoint checks the conversation as Mistral's does (mistral_common's
     validator): an assistant turn has text or tool calls, a tool result is followed by

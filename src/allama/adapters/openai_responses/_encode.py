@@ -76,7 +76,9 @@ on `response_format` (`text.format`) and `tools`; a family with only JSON mode g
   is the custom tool choice (`{"type": "custom", "name": ...}`). A result whose call is not
   in the messages (one made before a `previous_response_id`) goes as a function's, for a
   `ToolMessage` does not name its tool: where the body option gives `custom` tools, with a
-  warning on `messages`.
+  warning on `messages`. A call the input holds no result for (a function's or a custom
+  tool's) is refused before sending where the endpoint answers 400 to one (OpenAI and Azure:
+  "No tool output found for function call"), naming the call and its turn.
 - An assistant turn goes without the output items its response held that allama has no
   type for; those the next turn would miss (calls waiting for the caller's answer,
   generated images, compactions: their types kept under `resume`) with a warning on
@@ -225,6 +227,7 @@ class _Encoder(_ChatEncoder):
         The opening run ends at the first message sent as anything but `system` (a
         `developer` one included): a system message after it is an input item in its place,
         since `instructions` come before every item."""
+        self.every_call_answered(adjacent=False)
         instructions: list[str] = []
         items: list[dict[str, Any]] = []
         started = False
