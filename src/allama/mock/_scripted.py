@@ -9,18 +9,20 @@ import threading
 import typing
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 from pydantic import JsonValue
 
+from allama._degradations import Degradations
 from allama._not_a_request import not_a_request
 from allama.errors import Error, ErrorContext, InvalidRequestError
 from allama.mock._builder import ChatResponseBuilder
+from allama.mock._enforcement import beyond_dialects, marked, schema_key
 from allama.mock._events import response_events
-from allama.mock._structured import MockScriptError, Structured
+from allama.mock._structured import MockScriptError, Structured, unoffered_tool
 from allama.provider import capabilities_only
 from allama.schema._errors import SchemaError
-from allama.schema._walk import check_json
+from allama.schema._walk import check_json, preflight
 from allama.stream import AsyncChatStream, ChatStream, aiter_events, with_paid
 from allama.types import (
     CapabilitySupport,
@@ -28,8 +30,12 @@ from allama.types import (
     ChatRequest,
     ChatResponse,
     ChatValidation,
+    RequestField,
     StreamEvent,
+    ToolDefinition,
     Usage,
+    Warning,
+    WarningEvent,
 )
 
 __all__ = [
@@ -47,8 +53,52 @@ class MockScriptExhausted(MockScriptError):
     """A scripted provider was called more often than its script has answers for."""
 
 
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+
+_KEPT = 8
+"""Answers a mock keeps by their schema (a plan and its call ask for the same one)."""
+
+_BODY_OPTION = "mock"
+"""The namespace of a body option giving tools of its own, as a real adapter reads its own
+(`Degradations.choice_without_tools`): a mock sends no body, so none gives any."""
+
+_REFUSED: tuple[tuple[ChatCapability, RequestField, str, str], ...] = (
+    (
+        ChatCapability.STRUCTURED_OUTPUT,
+        RequestField.RESPONSE_FORMAT,
+        "has no JSON Schema output",
+        "the answer is held to no schema",
+    ),
+    (
+        ChatCapability.CHOICE_OUTPUT,
+        RequestField.RESPONSE_FORMAT,
+        "has no plain-text choice output",
+        "the answer was not constrained to the options",
+    ),
+    (
+        ChatCapability.TOOL_CALLS,
+        RequestField.TOOLS,
+        "has no function calling",
+        "no tool's arguments are held to its schema",
+    ),
+    (
+        ChatCapability.FORCED_TOOL_CHOICE,
+        RequestField.TOOL_CHOICE,
+        "cannot be forced to call a tool",
+        "the choice is taken as `auto`",
+    ),
+)
+"""What a capability answered `UNSUPPORTED` refuses, as a real adapter refuses the field
+its model lacks: the capability, the field, why, and what stands in for it."""
+
+
 class _Recorder:
-    """Capability answers and the record of requests, shared by the scripted providers."""
+    """Capability answers and the record of requests, shared by the mock providers; and what
+    a real adapter says of a request before sending it, said here as it is said there."""
+
+    _WHO = "a scripted provider"
+    """How the warnings on what the answer is not held to name the provider."""
 
     def __init__(self, name: str) -> None:
         self._name = name
@@ -59,6 +109,8 @@ class _Recorder:
         }
         self._requests: list[ChatRequest] = []
         self._lock = threading.Lock()
+        self._beyond: dict[tuple[str, RequestField], tuple[Warning, ...]] = {}
+        self._cache_lock = threading.Lock()
 
     @property
     def name(self) -> str:
@@ -66,11 +118,15 @@ class _Recorder:
 
     def with_provider_name(self, name: str) -> Self:
         self._name = name
+        self._beyond.clear()  # its warnings name the provider
         return self
 
     def with_chat_capability(self, capability: ChatCapability, support: CapabilitySupport) -> Self:
         """Answer `support` for `capability` (`UNKNOWN` until set, but for the two schema
-        root questions, `SUPPORTED`: a script answers in whatever shape it was given)."""
+        root questions, `SUPPORTED`: a script answers in whatever shape it was given). One
+        answered `UNSUPPORTED` refuses what a real adapter refuses for a model without it
+        (a response format's schema, a choice format, tools, a forced tool choice): said
+        in a warning on its field, or raised under `UnsupportedPolicy.ERROR`, as there."""
         self._capabilities[capability] = support
         return self
 
@@ -85,19 +141,31 @@ class _Recorder:
     def validate_chat_request(
         self, request: ChatRequest, *, stream: bool = False
     ) -> ChatValidation:
+        """What the call would report (`_degradations`); what it refuses before answering
+        (`_refuse_unsendable`) is refused here too, as a provider's dry run refuses what
+        its encoding does."""
         if not isinstance(request, ChatRequest):
             raise not_a_request(request)
-        self._refuse_unsendable_anywhere(request)
-        return capabilities_only()
+        self._refuse_unsendable(request)
+        validation = capabilities_only()
+        for warning in self._degradations(request):
+            validation = validation.with_warning(warning)
+        return validation
 
     def _invalid(self, message: str) -> InvalidRequestError:
         return InvalidRequestError(message).mark_authored().with_provider(self.name)
 
+    def _refuse_unsendable(self, request: ChatRequest) -> None:
+        """Refuse what the provider refuses before sending (`_refuse_unsendable_anywhere`)."""
+        self._refuse_unsendable_anywhere(request)
+
     def _refuse_unsendable_anywhere(self, request: ChatRequest) -> None:
         """Refuse what every provider refuses before sending (a bug in the code that builds
-        the request, which a test should see): no messages, or a schema no JSON holds (a
-        `datetime` a model's `json_schema_extra` keeps), refused as a provider's encoding
-        refuses it."""
+        the request, which a test should see): no messages, a response format's schema no
+        adapter can read (a keyword of the wrong kind, a `$ref` to nothing, or a value no
+        JSON holds: a `datetime` a model's `json_schema_extra` keeps), a tool's no JSON
+        holds, and a tool choice naming a tool the request does not offer, each refused as
+        a provider's encoding refuses it."""
         if not request.messages:
             raise self._invalid(
                 f"`{self.name}` needs at least one message, as every provider does, and the "
@@ -105,17 +173,131 @@ class _Recorder:
             )
         fmt = request.response_format
         if fmt is not None and fmt.json_schema is not None:
-            self._refuse_not_json(
-                fmt.json_schema, f"the response format `{fmt.name or 'response'}`"
-            )
+            # Every adapter reads a response format's schema (its dialect's rewrite); a
+            # tool's goes as it is where it is not strict.
+            subject = f"the response format `{fmt.name or 'response'}`"
+            self._refuse_unreadable(fmt.json_schema, subject, preflight)
         for tool in request.tools:
-            self._refuse_not_json(tool.parameters, f"tool `{tool.name}`")
+            self._refuse_unreadable(tool.parameters, f"tool `{tool.name}`", check_json)
+        unoffered = unoffered_tool(request)
+        if unoffered is not None:
+            raise self._invalid(unoffered)
 
-    def _refuse_not_json(self, schema: Any, subject: str) -> None:
+    def _refuse_unreadable(self, schema: Any, subject: str, check: Callable[[Any], Any]) -> None:
         try:
-            check_json(schema)
+            check(schema)
         except SchemaError as error:
             raise self._invalid(f"{subject} has a schema allama cannot read: {error}") from error
+
+    def _degradations(self, request: ChatRequest) -> tuple[Warning, ...]:
+        """What a real adapter would warn of, as it warns: a field a capability answered
+        `UNSUPPORTED` refuses (raised under `UnsupportedPolicy.ERROR`), a tool choice among
+        no tools (not sent), and what the answered schema is not held to (`_schema_warnings`).
+        Asked after `_refuse_unsendable`."""
+        degradations = Degradations.for_request(self.name, request)
+        for capability, field, why, instead in _REFUSED:
+            if self._refuses(request, capability):
+                degradations.refuse(
+                    field,
+                    f"`{request.model}` on {self.name} {why} (`{capability}` is answered "
+                    "unsupported)",
+                    instead=instead,
+                )
+        degradations.choice_without_tools(request, _BODY_OPTION)
+        answered = self._answered_schema(request)
+        if answered is None:
+            return tuple(degradations.warnings)
+        return (*degradations.warnings, *self._schema_warnings(*answered))
+
+    def _refuses(self, request: ChatRequest, capability: ChatCapability) -> bool:
+        """Whether the request asks for what `capability`, answered `UNSUPPORTED`, refuses."""
+        if self.chat_capability(request.model, capability) is not CapabilitySupport.UNSUPPORTED:
+            return False
+        fmt = request.response_format
+        if capability is ChatCapability.STRUCTURED_OUTPUT:
+            return fmt is not None and fmt.json_schema is not None
+        if capability is ChatCapability.CHOICE_OUTPUT:
+            return fmt is not None and fmt.options is not None
+        if capability is ChatCapability.TOOL_CALLS:
+            return bool(request.tools)
+        # A choice among tools the model cannot call at all is the tools' refusal.
+        choice = request.tool_choice
+        return (
+            bool(request.tools)
+            and choice is not None
+            and choice.mode in ("required", "tool")
+            and not self._refuses(request, ChatCapability.TOOL_CALLS)
+        )
+
+    def _answered_schema(self, request: ChatRequest) -> tuple[object, RequestField] | None:
+        """The schema the answer is held to and the field holding it: the forced tool's
+        parameters, or the response format's schema; `None` where there is none."""
+        tool = self._forced_tool(request)
+        if tool is not None:
+            return self._tool_schema(request, tool), RequestField.TOOLS
+        fmt = request.response_format
+        if fmt is None or fmt.options is not None or fmt.json_schema is None:
+            return None
+        return fmt.json_schema, RequestField.RESPONSE_FORMAT
+
+    def _forced_tool(self, request: ChatRequest) -> ToolDefinition | None:
+        """The tool the request forces a call to (the first under `required`), if it
+        offers tools; a choice among none is not sent (`_degradations`)."""
+        unoffered = unoffered_tool(request)
+        if unoffered is not None:
+            raise self._invalid(unoffered)
+        choice = request.tool_choice
+        if choice is None or not request.tools:
+            return None
+        if choice.mode == "required":
+            return request.tools[0]
+        if choice.mode == "tool":
+            return next(tool for tool in request.tools if tool.name == choice.name)
+        return None
+
+    def _tool_schema(self, request: ChatRequest, tool: ToolDefinition) -> object:
+        """The schema a call to `tool` is held to: its parameters."""
+        return tool.parameters
+
+    def _schema_warnings(self, schema: object, field: RequestField) -> tuple[Warning, ...]:
+        """What the answer to `schema` is not held to, as `approximated` warnings: each mark
+        in it of a check no provider enforces, and elsewhere what no provider's dialect
+        enforces exactly (`allama.mock._enforcement`)."""
+        warnings, said = marked(schema, field, self.name, self._WHO)
+        return warnings + self._beyond_dialects(schema, field, said)
+
+    def _beyond_dialects(
+        self, schema: object, field: RequestField, said: list[str]
+    ) -> tuple[Warning, ...]:
+        return self._kept(
+            self._beyond,
+            schema_key(schema, field),
+            lambda: beyond_dialects(schema, field, said, self.name, self._WHO),
+        )
+
+    def _kept(self, store: dict[_K, _V], key: _K | None, make: Callable[[], _V]) -> _V:
+        """`make()`, kept in `store` under `key` (the last few: a plan and its call ask for
+        the same), or not kept where the schema has no key."""
+        if key is not None:
+            try:
+                return store[key]
+            except KeyError:
+                pass
+        made = make()
+        if key is not None:
+            with self._cache_lock:
+                while len(store) >= _KEPT:
+                    del store[next(iter(store))]
+                store[key] = made
+        return made
+
+    def _warned(self, response: ChatResponse, warnings: tuple[Warning, ...]) -> ChatResponse:
+        """`response` with `warnings` before its own, as a provider's response carries its
+        encoding's warnings; as it is where there are none."""
+        if not warnings:
+            return response
+        own = tuple(warning for warning in response.warnings if warning not in warnings)
+        return response.model_copy(update={"warnings": (*warnings, *own)})
 
     def _record(self, request: ChatRequest) -> int:
         """Record `request`; its number among the calls (from 1), taken under the same lock,
@@ -196,6 +378,11 @@ class MockProvider(_Recorder):
     as a fresh copy each call, as a provider raises a new one. An item of another kind (an
     exception none of allama's, say) raises `MockScriptError` naming it.
 
+    Each answer carries before its own warnings what a provider's adapter would warn of
+    (`_Recorder._degradations`), so that an extraction records the enforcement a provider's
+    would: `approximate` for a schema no provider's dialect holds exactly (a `FutureDate`,
+    a `set`), `not_enforced` where a capability set unsupported refuses the schema's field.
+
     >>> provider = MockProvider(["Hello", ChatResponseBuilder().text("again").build()])
     >>> provider.chat(ChatRequest("m").user("hi")).text()
     'Hello'
@@ -239,7 +426,8 @@ class MockProvider(_Recorder):
 
     def _next(self, request: ChatRequest) -> ChatResponse:
         number = self._record(request)
-        self._refuse_unsendable_anywhere(request)  # before the script: nothing was sent
+        self._refuse_unsendable(request)  # before the script: nothing was sent
+        warnings = self._degradations(request)
         with self._lock:
             if not self._script:
                 raise MockScriptExhausted(f"{self.name}: call {number} has no scripted answer")
@@ -260,7 +448,7 @@ class MockProvider(_Recorder):
             response = item
         if response.provider is None:
             response = response.model_copy(update={"provider": self.name})
-        return response
+        return self._warned(response, warnings)
 
     def chat(self, request: ChatRequest) -> ChatResponse:
         return self._next(request)
@@ -328,17 +516,23 @@ def _structured_answer(
         raise error.with_provider(provider) from None
 
 
-def _events_then_error(items: Sequence[StreamItem]) -> Iterator[StreamEvent]:
+def _events_then_error(
+    items: Sequence[StreamItem], provider: str, model: str
+) -> Iterator[StreamEvent]:
+    """The items as events, an error raised where it stands, naming the stream's provider
+    and the request's model where it names none (`_raised`), as an error at setup does."""
     for item in items:
         if isinstance(item, Error):
-            raise _raised(item)
+            raise _raised(item, provider, model)
         yield item
 
 
-async def _aiter_items(items: Sequence[StreamItem]) -> AsyncIterator[StreamEvent]:
+async def _aiter_items(
+    items: Sequence[StreamItem], provider: str, model: str
+) -> AsyncIterator[StreamEvent]:
     for item in items:
         if isinstance(item, Error):
-            raise _raised(item)
+            raise _raised(item, provider, model)
         yield item
 
 
@@ -439,9 +633,11 @@ class MockStreamingProvider(_Recorder):
         return self
 
     def _next(self, request: ChatRequest) -> tuple[Sequence[StreamItem], str]:
-        """The next stream's items, and the provider it reports (a scripted response's)."""
+        """The next stream's items, and the provider it reports (a scripted response's):
+        the warnings of the request first, as a provider's stream gives its encoding's."""
         number = self._record(request)
-        self._refuse_unsendable_anywhere(request)  # before the script: nothing was sent
+        self._refuse_unsendable(request)  # before the script: nothing was sent
+        warnings = self._degradations(request)
         with self._lock:
             if not self._streams:
                 raise MockScriptExhausted(f"{self.name}: call {number} has no scripted stream")
@@ -451,18 +647,20 @@ class MockStreamingProvider(_Recorder):
             raise _raised(item.error, self.name, request.model)
         if isinstance(item, Structured):
             answer = _structured_answer(item, request, number, self.name)
-            return response_events(answer), self.name
+            return response_events(self._warned(answer, warnings)), self.name
+        said: list[StreamItem] = [WarningEvent(warning=warning) for warning in warnings]
         if isinstance(item, _ResponseEvents):
-            return item, item.provider or self.name
-        return item, self.name
+            return [*said, *item], item.provider or self.name
+        return [*said, *item], self.name
 
     def chat_stream(self, request: ChatRequest) -> ChatStream:
         items, provider = self._next(request)
-        return ChatStream(_events_then_error(items), provider=provider)
+        return ChatStream(_events_then_error(items, provider, request.model), provider=provider)
 
     async def achat_stream(self, request: ChatRequest) -> AsyncChatStream:
         items, provider = self._next(request)
-        return AsyncChatStream(_aiter_items(items), provider=provider)
+        events = _aiter_items(items, provider, request.model)
+        return AsyncChatStream(events, provider=provider)
 
     def chat(self, request: ChatRequest) -> ChatResponse:
         """The next stream, collected; a stream that fails says on its error the usage it
@@ -497,7 +695,8 @@ class FunctionProvider(_Recorder):
 
     def chat(self, request: ChatRequest) -> ChatResponse:
         number = self._record(request)
-        self._refuse_unsendable_anywhere(request)
+        self._refuse_unsendable(request)
+        warnings = self._degradations(request)
         response: object = self._answer(request)
         if inspect.isawaitable(response):
             close = getattr(response, "close", None)
@@ -516,7 +715,7 @@ class FunctionProvider(_Recorder):
             )
         if response.provider is None:
             response = response.model_copy(update={"provider": self.name})
-        return response
+        return self._warned(response, warnings)
 
     async def achat(self, request: ChatRequest) -> ChatResponse:
         return self.chat(request)

@@ -31,10 +31,10 @@ from allama.extract._choices import _BOOL_LABELS, ABSTAIN_LABEL, _literal_label
 from allama.extract._decide import PROMPT_OPTION
 from allama.extract._root import ROOT_OPTION
 from allama.mock._builder import ChatResponseBuilder
-from allama.mock._conform import json_equal
+from allama.mock._conform import SchemaContext, SchemaError, canonical, json_equal
 from allama.types import ChatRequest, ChatResponse, Usage
 
-__all__ = ["MockScriptError", "Structured", "unoffered_tool"]
+__all__ = ["MockScriptError", "Structured", "plain_options", "unoffered_tool"]
 
 
 class MockScriptError(AssertionError):
@@ -55,7 +55,8 @@ class Structured:
     all). When the request carries the option `allama.extraction.root`, the extraction
     wrapped a non-object type in a one-property object, and the answer is wrapped the same
     way: `{"value": ...}`. A `tool_choice` naming a tool the request does not offer is
-    refused (`InvalidRequestError`), as a provider refuses it.
+    refused (`InvalidRequestError`), as a provider refuses it; one among no tools at all
+    is not sent, as a provider's adapter leaves it out, and the value is JSON text.
 
     A decision's answer is written as the option it stands for: `True` as `Yes` (or
     `true`, whichever the options hold), an enum member as its label, `None` as the
@@ -68,10 +69,12 @@ class Structured:
     dict, a list, a scalar), written as the model would write it for the type's schema:
     by the names validation reads, secrets (`SecretStr`, `SecretBytes`) as their values,
     `Json` fields as text; a value outside a model is written as the answered schema reads
-    it (as text where it is `Json`, bytes encoded where it is base64). A value whose JSON
-    does not read back as itself (a serializer of its own format, an excluded field) is a
-    `TypeError`: script its JSON with `MockProvider.with_text`. `usage` is reported with
-    the answer, as the other scripted responses report it.
+    it (as text where it is `Json`, bytes encoded where it is base64; in a union, as the
+    first branch that holds it so written). A value whose JSON does not read back as
+    itself (a serializer of its own format, an excluded field) is a `TypeError`: script
+    its JSON with `MockProvider.with_text`. `usage` is reported with
+    the answer, as the other scripted responses report it, and the answer names the
+    request's model, as a provider's does (so a provider named `openai` prices it).
 
     >>> import allama
     >>> from allama.mock import MockProvider
@@ -119,10 +122,11 @@ class Structured:
 
     def response_for(self, request: ChatRequest, *, call_id: str = "call_mock_1") -> ChatResponse:
         """The answer to `request`: a forced tool call, JSON text, or an option's label (a
-        choice format's, or a decision's in a plain prompt)."""
-        builder = ChatResponseBuilder()
+        choice format's, or a decision's in a plain prompt), by the request's model, as a
+        provider's answer names it (its usage is priced by it)."""
+        builder = ChatResponseBuilder().model(request.model)
         tool = _forced_tool(request)
-        options = self._plain_options(request, tool)
+        options = plain_options(request, tool)
         if options is not None:
             builder.text(self._option(options))
             if self.usage is not None:
@@ -148,28 +152,6 @@ class Structured:
         if self.usage is not None:
             builder.usage_value(self.usage)
         return builder.build()
-
-    @staticmethod
-    def _plain_options(request: ChatRequest, tool: str | None) -> Sequence[str] | None:
-        """The options a plain-text answer is one of: a choice format's, or a decision's
-        sent as a plain prompt (marked `allama.decision.options`, with neither a format nor
-        a tool), whose options are in the prompt alone; `None` for any other request."""
-        if tool is not None:
-            return None
-        response_format = request.response_format
-        if response_format is not None and response_format.options is not None:
-            return response_format.options
-        labels = request.option_json(PROMPT_OPTION)
-        if labels is None or request.tools:
-            return None
-        if response_format is not None and response_format.type != "text":
-            return None
-        if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
-            raise MockScriptError(
-                f"the request option `{PROMPT_OPTION}` must be the decision's labels (a list "
-                f"of strings), not {type(labels).__name__}"
-            )
-        return cast("list[str]", labels)
 
     def _option(self, options: Sequence[str]) -> str:
         """The option of a choice format the value stands for (else its first label, or
@@ -197,6 +179,29 @@ class Structured:
         if self._plain is None:
             return "Structured(json=<withheld>)"
         return f"Structured(json=<withheld {len(self._plain)} chars>)"
+
+
+def plain_options(request: ChatRequest, tool: str | None) -> Sequence[str] | None:
+    """The options a plain-text answer is one of: a choice format's, or a decision's sent
+    as a plain prompt (marked `allama.decision.options`, with neither a format nor a tool),
+    whose options are in the prompt alone; `None` for any other request, or where `tool`
+    is the tool the answer calls."""
+    if tool is not None:
+        return None
+    response_format = request.response_format
+    if response_format is not None and response_format.options is not None:
+        return response_format.options
+    labels = request.option_json(PROMPT_OPTION)
+    if labels is None or request.tools:
+        return None
+    if response_format is not None and response_format.type != "text":
+        return None
+    if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
+        raise MockScriptError(
+            f"the request option `{PROMPT_OPTION}` must be the decision's labels (a list "
+            f"of strings), not {type(labels).__name__}"
+        )
+    return cast("list[str]", labels)
 
 
 def _labels(value: Any) -> tuple[str, ...]:
@@ -229,12 +234,12 @@ def _answered_schema(request: ChatRequest, tool: str | None) -> Any:
 
 def unoffered_tool(request: ChatRequest) -> str | None:
     """Why `request` cannot be answered, where its `tool_choice` names a tool it does not
-    offer (a provider answers 400); `None` where it names none, or one offered."""
+    offer among those it gives (a provider answers 400); `None` where it names none, or one
+    offered, or where it gives no tools (the choice is not sent, as a provider's adapter
+    leaves it out: `Degradations.choice_without_tools`)."""
     choice = request.tool_choice
-    if choice is None or choice.mode != "tool":
+    if choice is None or choice.mode != "tool" or not request.tools:
         return None
-    if not request.tools:
-        return f"tool_choice names `{choice.name}` but the request has no tools"
     if all(tool.name != choice.name for tool in request.tools):
         return f"tool_choice names `{choice.name}`, which is not among the tools"
     return None
@@ -242,12 +247,13 @@ def unoffered_tool(request: ChatRequest) -> str | None:
 
 def _forced_tool(request: ChatRequest) -> str | None:
     """The tool the request forces a call to, if it forces one; a tool it does not offer
-    is refused, as a provider refuses it (`InvalidRequestError`)."""
+    is refused, as a provider refuses it (`InvalidRequestError`). A choice among no tools
+    forces none: it is not sent."""
     unoffered = unoffered_tool(request)
     if unoffered is not None:
         raise InvalidRequestError(unoffered).mark_authored()
     choice = request.tool_choice
-    if choice is None or choice.mode in ("auto", "none"):
+    if choice is None or choice.mode in ("auto", "none") or not request.tools:
         return None
     if choice.mode == "tool":
         return choice.name
@@ -348,7 +354,8 @@ def _secret_data(secret: Any) -> Any:
 
 def _data(tree: _Tree, schema: Any, root: Any) -> Any:
     """The value as JSON data that `schema` reads: text where the schema is `Json`'s (a
-    string holding JSON), bytes as base64 where its format says so, else as UTF-8 text."""
+    string holding JSON), bytes as base64 where its format says so, else as UTF-8 text. In
+    a union, as the first branch that reads the value so written (`_branch_for`)."""
     schema = _resolved(schema, root)
     if isinstance(schema, dict) and _one_of(schema):
         null = isinstance(tree, _Written) and tree.data is None
@@ -357,10 +364,15 @@ def _data(tree: _Tree, schema: Any, root: Any) -> Any:
             for branch in (_resolved(b, root) for b in _one_of(schema))
             if not (isinstance(branch, dict) and branch.get("type") == "null")
         ]
-        schema = branches[0] if len(branches) == 1 and not null else None
+        if null:
+            schema = None
+        elif len(branches) == 1:
+            schema = branches[0]
+        else:
+            schema = _branch_for(tree, branches, root)
     if not isinstance(schema, dict):
         schema = {}
-    if schema.get("type") == "string" and schema.get("contentMediaType") == "application/json":
+    if _is_json_text(schema):
         return _dumps(_data(tree, schema.get("contentSchema"), root)).decode()
     if isinstance(tree, _Written):
         return tree.data
@@ -380,6 +392,55 @@ def _data(tree: _Tree, schema: Any, root: Any) -> Any:
         )
         for index, item in enumerate(tree)
     ]
+
+
+def _is_json_text(schema: dict[str, Any]) -> bool:
+    """Whether `schema` is `Json`'s: a string holding JSON."""
+    return schema.get("type") == "string" and schema.get("contentMediaType") == "application/json"
+
+
+def _branch_for(tree: _Tree, branches: list[Any], root: Any) -> Any:
+    """The first branch of a union whose schema holds the value as that branch writes it
+    (bytes as base64 where its format says so, JSON as text where it is `Json`'s, with the
+    JSON its `contentSchema` holds), as pydantic's union reads the first of the branches
+    that take it; `None` (the value as it is) where none holds it (an answer the type
+    refuses, as a test may script)."""
+    written: list[tuple[Any, Any]] = []
+    for branch in branches:
+        try:
+            data = _data(tree, branch, root)
+        except MockScriptError:  # bytes this branch reads as text, and are not UTF-8
+            continue
+        written.append((branch, data))
+    if len({canonical(data) for _, data in written}) <= 1 and len(written) == len(branches):
+        return branches[0]  # written alike by each: no check needed
+    checker = _checker(root)
+    for branch, data in written:
+        if checker is not None and _holds(checker, branch, data, root):
+            return branch
+    return None
+
+
+def _checker(root: Any) -> SchemaContext | None:
+    """A validator of the schemas under `root` (`None` where it cannot read them)."""
+    try:
+        return SchemaContext(root if isinstance(root, dict | bool) else {})
+    except SchemaError:
+        return None
+
+
+def _holds(checker: SchemaContext, branch: Any, data: Any, root: Any) -> bool:
+    """Whether `branch` holds `data`, and where it is `Json`'s, its `contentSchema` the
+    JSON in the text (which a validator takes as a note)."""
+    try:
+        if not checker.is_valid(data, branch):
+            return False
+        if isinstance(branch, dict) and _is_json_text(branch) and isinstance(data, str):
+            content = _resolved(branch.get("contentSchema"), root)
+            return content is None or checker.is_valid(json.loads(data), content)
+    except ValueError:  # a `$ref` to nothing (`SchemaError`), text not JSON: not this one
+        return False
+    return True
 
 
 def _one_of(schema: dict[str, Any]) -> list[Any]:
