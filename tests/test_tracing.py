@@ -2119,6 +2119,145 @@ def test_inside_an_extraction_a_wrappers_attempts_stay_the_extractions_calls(
     ] == [("openai", 1, 1), ("groq", 1, 2), ("openai", 2, 1), ("groq", 2, 2)]
 
 
+_SKIPPED_KEYS = (
+    "allama.failover.skipped",
+    "allama.failover.skipped_providers",
+    "allama.failover.skipped_reasons",
+)
+
+
+def _skipped_on(span: ReadableSpan) -> dict[str, Any]:
+    return {key: value for key, value in attrs(span).items() if key in _SKIPPED_KEYS}
+
+
+def _extracted_through(extractor: Extractor, provider: Any, flavour: str, stream: bool) -> Program:
+    """One extraction of `Program` through `provider`: sync or async, streamed or not."""
+
+    def sync() -> Any:
+        if not stream:
+            return extractor.extract(provider, Program, _CHAT)
+        with extractor.extract_stream(provider, Program, _CHAT) as streamed:
+            return streamed.finish()
+
+    async def async_() -> Any:
+        if not stream:
+            return await extractor.aextract(provider, Program, _CHAT)
+        async with extractor.aextract_stream(provider, Program, _CHAT) as streamed:
+            return await streamed.finish()
+
+    value = run(flavour, sync, async_).value
+    assert isinstance(value, Program)
+    return value
+
+
+@FLAVOURS
+@pytest.mark.parametrize("stream", [False, True])
+def test_inside_an_extraction_the_call_a_failover_sent_names_the_providers_it_passed_over(
+    traced: Traced, flavour: str, stream: bool
+) -> None:
+    # No failover span inside an extraction: the call span that stands for its call says
+    # what its span would, as it says which attempt it is.
+    from allama.wrappers import FailoverProvider
+
+    answer = sse(ANSWER) if stream else completion()
+    failover = FailoverProvider(
+        [openai(Script(_limited(30))), _groq(Script(answer, answer))], clock=lambda: 100.0
+    )
+    extractor = Extractor(tracer_provider=traced.provider)
+    for _ in range(2):
+        assert _extracted_through(extractor, failover, flavour, stream).year == 1843
+
+    assert [span.name for span in traced.spans if not span.name.startswith("chat ")] == [
+        "extract Program"
+    ] * 2
+    first, second = traced.named("extract Program")
+    calls = traced.named(f"chat {MODEL}")
+    assert [
+        (attrs(call)["gen_ai.provider.name"], attrs(call)["allama.failover.attempt"])
+        for call in calls
+    ] == [("openai", 1), ("groq", 2), ("groq", 1)]
+    assert [child_of(call, second) for call in calls] == [False, False, True]
+    assert [_skipped_on(call) for call in calls] == [
+        {},
+        {},
+        {
+            "allama.failover.skipped": 1,
+            "allama.failover.skipped_providers": ("openai",),
+            "allama.failover.skipped_reasons": ("rate_limited",),
+        },
+    ]
+    assert (_skipped_on(first), _skipped_on(second)) == ({}, {})
+
+
+def test_inside_an_extraction_the_providers_passed_over_are_on_one_call_span_only(
+    traced: Traced,
+) -> None:
+    # Groq, tried in OpenAI's place, fails once and is retried: the first call sent after
+    # passing OpenAI over names it, the retry's second does not, so that the extraction's
+    # call spans count each provider passed over once.
+    from allama.wrappers import FailoverProvider
+
+    failover = FailoverProvider(
+        [
+            openai(Script(_limited(30))),
+            _retrying(_groq(Script(completion(), failure(503, "busy"), completion()))),
+        ],
+        clock=lambda: 100.0,
+    )
+    extractor = Extractor(tracer_provider=traced.provider)
+    extractor.extract(failover, Program, _CHAT)
+    traced.exporter.clear()
+    extracted = extractor.extract(failover, Program, _CHAT)
+    assert extracted.response.provider_data["allama"]["failover"]["skipped"] == [
+        {"provider": "openai", "why": "rate_limited", "seconds_left": 30.0}
+    ]
+
+    calls = traced.named(f"chat {MODEL}")
+    assert [
+        (attrs(call)["allama.failover.attempt"], attrs(call)["allama.retry.attempt"])
+        for call in calls
+    ] == [(1, 1), (1, 2)]
+    assert [_skipped_on(call) for call in calls] == [
+        {
+            "allama.failover.skipped": 1,
+            "allama.failover.skipped_providers": ("openai",),
+            "allama.failover.skipped_reasons": ("rate_limited",),
+        },
+        {},
+    ]
+    assert _skipped_on(traced.one("extract Program")) == {}
+
+
+def test_inside_an_extraction_a_failover_within_a_failover_names_both_ones_passed_over(
+    traced: Traced,
+) -> None:
+    # The outer passed OpenAI over, the inner Groq: the call the inner sent names both, in
+    # the order they were passed over.
+    from allama.wrappers import FailoverProvider
+
+    xai = allama.provider(
+        "xai",
+        api_key=KEY,
+        transport=Transport(
+            client=httpx2.Client(transport=httpx2.MockTransport(Script(completion(), completion())))
+        ),
+    )
+    inner = FailoverProvider([_groq(Script(_limited(10))), xai], clock=lambda: 100.0)
+    outer = FailoverProvider([openai(Script(_limited(30))), inner], clock=lambda: 100.0)
+    extractor = Extractor(tracer_provider=traced.provider)
+    extractor.extract(outer, Program, _CHAT)
+    traced.exporter.clear()
+    extractor.extract(outer, Program, _CHAT)
+
+    (call,) = traced.named(f"chat {MODEL}")
+    assert attrs(call)["gen_ai.provider.name"] == "x_ai"
+    assert _skipped_on(call) == {
+        "allama.failover.skipped": 2,
+        "allama.failover.skipped_providers": ("openai", "groq"),
+        "allama.failover.skipped_reasons": ("rate_limited", "rate_limited"),
+    }
+
+
 def test_a_wrapper_without_a_tracer_provider_imports_nothing_and_spans_nothing() -> None:
     code = _IN_A_PROCESS + textwrap.dedent(
         """

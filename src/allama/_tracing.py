@@ -7,7 +7,9 @@ as children and carries allama's record (`allama.extract.*`, `allama.cost.*`). S
 spanned until they end: finished, failed, closed early or dropped. A retry's or a
 failover's call outside an extraction is an INTERNAL span (`retry {model}`,
 `failover {model}`) holding its attempts' spans; inside one, its attempts are the
-extraction's calls; either way each attempt's span says which it is.
+extraction's calls; either way each attempt's span says which it is. The providers a
+failover passed over are on its span, or, inside an extraction, on the span of the first
+call it sent after.
 
 Only `opentelemetry-api` is used (the `otel` extra), and only once something asks for it:
 with no tracer provider configured, a call costs one dictionary look-up here, and
@@ -779,6 +781,9 @@ def start_call(
         numbers = _ATTEMPT.get()
         if numbers:  # which attempt of the wrappers it is sent through
             attributes.update(numbers)
+        pending = _PASSED_OVER.get()
+        if pending is not None:  # the first call a failover sent after passing some over
+            attributes.update(pending.take())
         span = active.tracer.start_span(
             f"{operation} {request.model}", kind=trace.SpanKind.CLIENT, attributes=attributes
         )
@@ -818,18 +823,83 @@ _ATTEMPT: ContextVar[Mapping[str, int] | None] = ContextVar("allama_attempt", de
 the rest."""
 
 
+def _skipped_attributes(kind: str, skipped: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """`allama.failover.skipped` (how many) and, in the same order, the providers (as the
+    record names them) and why each was waiting (an error's kind, or `rate_limit_reset`);
+    nothing where none was left out."""
+    if not skipped:
+        return {}
+    providers = [str(each.get("provider")) for each in skipped]
+    reasons = [str(each.get("why")) for each in skipped]
+    return {
+        f"allama.{kind}.skipped": len(providers),
+        f"allama.{kind}.skipped_providers": providers,
+        f"allama.{kind}.skipped_reasons": reasons,
+    }
+
+
+class _PassedOver:
+    """The providers a failover inside an extraction passed over, which it has no span to
+    say: the first call span started in its call says so instead, as its attempts' spans
+    say which attempt each is; one only, so that the extraction's call spans count each
+    provider passed over once. A failover inside another's attempt hands on the outer's,
+    where no call took them yet, with its own after them."""
+
+    __slots__ = ("_kind", "_outer", "_skipped")
+
+    def __init__(
+        self, kind: str, skipped: Sequence[Mapping[str, Any]], outer: _PassedOver | None
+    ) -> None:
+        self._kind = kind
+        self._skipped: Sequence[Mapping[str, Any]] = skipped
+        self._outer = outer
+
+    def _taken(self) -> list[Mapping[str, Any]]:
+        skipped, self._skipped = self._skipped, ()
+        outer = [] if self._outer is None else self._outer._taken()
+        return [*outer, *skipped]
+
+    def take(self) -> dict[str, Any]:
+        """The attributes, the first time; nothing after."""
+        return _skipped_attributes(self._kind, self._taken())
+
+
+_PASSED_OVER: ContextVar[_PassedOver | None] = ContextVar("allama_passed_over", default=None)
+"""What a failover inside an extraction passed over, for the first call span started in
+its call (`_PassedOver`)."""
+
+
+class _Scopes:
+    """Both scopes, entered in order and left in reverse."""
+
+    __slots__ = ("_first", "_second")
+
+    def __init__(self, first: _Scope[Any], second: _Scope[Any]) -> None:
+        self._first = first
+        self._second = second
+
+    def __enter__(self) -> None:
+        self._first.__enter__()
+        self._second.__enter__()
+
+    def __exit__(self, *exc: object) -> None:
+        self._second.__exit__(*exc)
+        self._first.__exit__(*exc)
+
+
 class WrapperSpan:
     """A wrapper's call (a retry's, a failover's) as its spans show it. Outside an
     extraction, a span of its own (`span`) holds its attempts' spans, one trace for the
     call, and says how many were made and, for a retry that gave up, why; inside one, its
     attempts are the extraction's calls, as before, with no span between. Either way the
     span of each attempt says which it is. A failover's span says, too, which providers it
-    passed over, waiting out a wait they asked for.
+    passed over, waiting out a wait they asked for; inside an extraction, the span of the
+    first call it sent after does (`_PassedOver`).
 
     A stream's ends as the stream opens: the attempts are over then, and the span of the
     call that answered lasts until the stream ends."""
 
-    __slots__ = ("_context", "_key", "_outer", "_skipped", "attempts", "kind", "span")
+    __slots__ = ("_context", "_key", "_outer", "_pending", "_skipped", "attempts", "kind", "span")
 
     def __init__(self, kind: str, span: Span | None, outer: Mapping[str, int] | None) -> None:
         self.kind = kind
@@ -840,6 +910,7 @@ class WrapperSpan:
         self._context: object | None = None
         self.attempts = 0
         self._skipped: Sequence[Mapping[str, Any]] = ()
+        self._pending: _PassedOver | None = None
 
     def __enter__(self) -> WrapperSpan:
         if self.span is not None:
@@ -864,32 +935,26 @@ class WrapperSpan:
         self.attempts = number
         outer = self._outer
         numbers = {self._key: number} if outer is None else {**outer, self._key: number}
-        return _Scope(_ATTEMPT, numbers)
+        scope = _Scope(_ATTEMPT, numbers)
+        if self._pending is None:
+            return scope
+        return _Scopes(scope, _Scope(_PASSED_OVER, self._pending))
 
     def passed_over(self, skipped: Sequence[Mapping[str, Any]]) -> None:
         """The providers a failover left out, each waiting out a wait it asked for (its
-        record's `skipped`): not attempts, so no span of theirs says so; this one does."""
-        self._skipped = skipped
-
-    def _skipped_attributes(self) -> dict[str, Any]:
-        """`allama.failover.skipped` (how many) and, in the same order, the providers
-        (as the record names them) and why each was waiting (an error's kind, or
-        `rate_limit_reset`); nothing where none was left out."""
-        if not self._skipped:
-            return {}
-        providers = [str(each.get("provider")) for each in self._skipped]
-        reasons = [str(each.get("why")) for each in self._skipped]
-        return {
-            f"allama.{self.kind}.skipped": len(providers),
-            f"allama.{self.kind}.skipped_providers": providers,
-            f"allama.{self.kind}.skipped_reasons": reasons,
-        }
+        record's `skipped`): not attempts, so no span of theirs says so; this one does,
+        or, with no span of its own (inside an extraction), the first call span started
+        in its attempts. Called before the first attempt, in the call's context."""
+        if self.span is not None:
+            self._skipped = skipped
+        elif skipped:
+            self._pending = _PassedOver(self.kind, skipped, _PASSED_OVER.get())
 
     def _end(self, error: BaseException | None) -> None:
         assert self.span is not None
         try:
             found: dict[str, Any] = {f"allama.{self.kind}.attempts": self.attempts}
-            found.update(self._skipped_attributes())
+            found.update(_skipped_attributes(self.kind, self._skipped))
             if error is not None:
                 # The record the wrapper put on the error it raised: why no further attempt.
                 context = getattr(error, "context", None)
