@@ -13,14 +13,16 @@ import pytest
 
 import allama
 from allama import ChatRequest, ToolDefinition
-from allama.errors import InvalidRequestError
+from allama.errors import InvalidRequestError, UnsupportedError
 from allama.types import (
     DocumentPart,
     ImagePart,
     RequestField,
     ResponseFormat,
     ToolCall,
+    UnsupportedPolicy,
     Warning,
+    WarningKind,
 )
 
 PNG = b"\x89PNG\r\n\x1a\n\x00\xfb\xff\xbe\x01"
@@ -82,6 +84,30 @@ def test_ollama_openai_gets_images_in_the_data_url_forms_it_reads(
     """Ollama's `decodeImageURL` takes `data:image/{jpeg,jpg,png,webp};base64,` or
     `data:;base64,` alone, and answers 400 "invalid image input" to any other start."""
     assert ollama_image_url(part) == url
+
+
+@pytest.mark.parametrize("url", ["https://example.com/a.png", "http://localhost:8000/a.png"])
+def test_ollama_openai_leaves_out_an_image_by_url(url: str) -> None:
+    """Ollama's `decodeImageURL` answers 400 "image URLs are not currently supported, please
+    use base64 encoded data instead" to an http(s) URL."""
+    request = ChatRequest("llava").user("x", ImagePart(url=url))
+    body, warnings = encode(request, "ollama-openai")
+    assert body["messages"] == [{"role": "user", "content": [{"type": "text", "text": "x"}]}]
+    assert [(w.kind, w.subject.field, w.message) for w in warnings] == [
+        (
+            WarningKind.UNSUPPORTED,
+            RequestField.IMAGES,
+            "Ollama's OpenAI-compatible endpoint takes images only as their bytes, not by "
+            "URL; the image was left out",
+        )
+    ]
+    with pytest.raises(UnsupportedError) as refused:
+        encode(request.with_unsupported_policy(UnsupportedPolicy.ERROR), "ollama-openai")
+    assert refused.value.field is RequestField.IMAGES
+    # Elsewhere the URL goes as given.
+    body, warnings = encode(ChatRequest("gpt-4.1").user("x", ImagePart(url=url)), "openai")
+    assert body["messages"][0]["content"][1] == {"type": "image_url", "image_url": {"url": url}}
+    assert warnings == []
 
 
 def test_other_presets_keep_an_images_own_type() -> None:

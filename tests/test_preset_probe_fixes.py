@@ -2,9 +2,10 @@
 
 Azure AI Foundry's model-inference request schema has no `parallel_tool_calls`, `logprobs`,
 `top_logprobs` or `reasoning_effort`, and the service answers 400 to a parameter outside
-it. Azure OpenAI before api-version 2024-09-01-preview takes no `parallel_tool_calls`, and
-before 2024-08-01-preview at most 5 `top_logprobs`. Ollama's `/v1` turns effort `none` into
-`think: false`, which gpt-oss ignores, and an older server answers 400 to `minimal`; it takes
+it. Azure OpenAI before api-version 2024-09-01-preview takes no `parallel_tool_calls` (so a
+strict tool, enforced only with them off, is approximate), and before 2024-08-01-preview at
+most 5 `top_logprobs`. Ollama's `/v1` turns effort `none` into `think: false`, which gpt-oss
+(under a namespace too) ignores, and an older server answers 400 to `minimal`; it takes
 an earlier turn's reasoning back in `reasoning`; its cloud applies no JSON mode. DeepSeek's
 `reasoning_effort` takes no `none`: a model that thinks only when asked is sent thinking
 `disabled`, what it does unasked.
@@ -15,11 +16,13 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import pytest
+from pydantic import BaseModel
 
 import allama
 from _recording import provider
 from allama import CapabilitySupport, ChatCapability, ChatRequest, ToolDefinition
 from allama.errors import UnsupportedError
+from allama.extract import EnforcementBelowError, ExtractionMode, Extractor, SchemaEnforcement
 from allama.types import (
     Reasoning,
     RequestField,
@@ -40,6 +43,12 @@ ANSWER = {
     "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6},
 }
 VALUE = {"role": "assistant", "content": '{"value": "yes"}'}
+
+
+class City(BaseModel):
+    name: str
+
+
 WEATHER = ToolDefinition(
     name="weather",
     description="The weather in a city.",
@@ -150,6 +159,87 @@ def test_an_api_version_before_2024_09_01_preview_is_sent_no_parallel_tool_calls
     assert "parallel_tool_calls" not in recorder.bodies[1]
 
 
+STRICT_WEATHER = WEATHER.model_copy(
+    update={
+        "strict": True,
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+            "additionalProperties": False,
+        },
+    }
+)
+
+
+def unserialised(subject: str) -> str:
+    return (
+        "Azure OpenAI before api-version 2024-09-01-preview does not enforce `strict` on tools "
+        "while parallel tool calls are on, and takes no `parallel_tool_calls` to turn them off: "
+        f"{subject} was sent with it, and its arguments follow the schema as far as the model "
+        "does (from api-version 2024-09-01-preview on, `parallel_tool_calls: false` goes beside "
+        "it to have it enforced)"
+    )
+
+
+UNSERIALISED = unserialised("tool `weather`")
+
+
+def test_a_strict_tool_on_a_version_that_cannot_turn_parallel_calls_off_is_approximate() -> None:
+    """Azure enforces `strict` on tools only beside `parallel_tool_calls: false`, which
+    2024-08-01-preview, the first version of strict tools, cannot take."""
+    target, recorder = provider(
+        "azure-openai", (200, ANSWER), endpoint=AZURE, api_version="2024-08-01-preview"
+    )
+    request = ChatRequest("gpt-4o").user("Weather?").with_tools([STRICT_WEATHER])
+    response = target.chat(request)
+    sent = recorder.bodies[0]
+    assert [tool["function"]["strict"] for tool in sent["tools"]] == [True]
+    assert "parallel_tool_calls" not in sent
+    assert _said(response) == [(RequestField.TOOLS, WarningKind.APPROXIMATED, UNSERIALISED)]
+    # Asked to turn them off: refused, and the tool still not enforced.
+    response = target.chat(request.with_parallel_tool_calls(False))
+    assert "parallel_tool_calls" not in recorder.bodies[1]
+    assert _said(response) == [
+        (
+            RequestField.PARALLEL_TOOL_CALLS,
+            WarningKind.UNSUPPORTED,
+            "`gpt-4o` on Azure OpenAI before api-version 2024-09-01-preview takes no "
+            "`parallel_tool_calls`",
+        ),
+        (RequestField.TOOLS, WarningKind.APPROXIMATED, UNSERIALISED),
+    ]
+    # A tool that is not strict has nothing to lose.
+    response = target.chat(ChatRequest("gpt-4o").user("Weather?").with_tools([WEATHER]))
+    assert response.warnings == ()
+
+
+@pytest.mark.parametrize(
+    ("version", "enforcement", "said"),
+    [
+        (
+            "2024-08-01-preview",
+            SchemaEnforcement.APPROXIMATE,
+            [unserialised("the schema of `City`")],
+        ),
+        ("2024-09-01-preview", SchemaEnforcement.EXACT, []),
+        ("2024-10-21", SchemaEnforcement.EXACT, []),
+    ],
+)
+def test_a_forced_tool_extraction_is_exact_only_where_parallel_calls_turn_off(
+    version: str, enforcement: SchemaEnforcement, said: list[str]
+) -> None:
+    target, recorder = provider("azure-openai", (200, ANSWER), endpoint=AZURE, api_version=version)
+    request = ChatRequest("gpt-4o").user("Paris?").with_option(ExtractionMode.FORCED_TOOL)
+    plan = Extractor().plan(target, City, request)
+    assert (plan.mode, plan.enforcement) == (ExtractionMode.FORCED_TOOL, enforcement)
+    assert [w.message for w in plan.degradations] == said
+    if enforcement is not SchemaEnforcement.EXACT:
+        with pytest.raises(EnforcementBelowError):
+            Extractor(min_enforcement=SchemaEnforcement.EXACT).extract(target, City, request)
+        assert recorder.bodies == []
+
+
 @pytest.mark.parametrize("version", ["2024-09-01-preview", "2024-10-21", "2025-04-01-preview"])
 def test_a_later_api_version_takes_parallel_tool_calls(version: str) -> None:
     target, recorder = provider("azure-openai", (200, ANSWER), endpoint=AZURE, api_version=version)
@@ -208,6 +298,50 @@ def test_gpt_oss_asked_for_no_reasoning_is_sent_its_lowest_effort_with_a_refusal
         target.chat(strict.user("x"))
     assert refused.value.field is RequestField.REASONING_EFFORT
     assert len(recorder.bodies) == 1
+
+
+@pytest.mark.parametrize(
+    "model", ["library/gpt-oss:20b", "hf.co/unsloth/gpt-oss-20b-GGUF", "me/gpt-oss:120b-cloud"]
+)
+def test_gpt_oss_is_known_under_a_namespace(model: str) -> None:
+    """Matched on the name after the last `/`, as the Ollama preset matches it."""
+    target, recorder = provider("ollama-openai", (200, ANSWER))
+    response = target.chat(ChatRequest(model, reasoning_effort="none").user("x"))
+    assert recorder.bodies[0]["reasoning_effort"] == "low"
+    assert _said(response) == [
+        (
+            RequestField.REASONING_EFFORT,
+            WarningKind.UNSUPPORTED,
+            f"`{model}` on Ollama's OpenAI-compatible endpoint cannot turn reasoning off (it "
+            "reasons whatever it is told); its lowest effort, `low`, was sent",
+        )
+    ]
+
+
+@pytest.mark.parametrize(
+    ("model", "said"),
+    [
+        (
+            "me/minimax-m2:cloud",
+            [
+                (
+                    RequestField.RESPONSE_FORMAT,
+                    WarningKind.UNSUPPORTED,
+                    "Ollama's OpenAI-compatible endpoint does not apply JSON mode for "
+                    "`me/minimax-m2:cloud`; `json_object` was sent, and the output is not "
+                    "constrained to JSON",
+                )
+            ],
+        ),
+        ("library/qwen3:8b", []),
+    ],
+)
+def test_cloud_models_are_still_known_under_a_namespace(
+    model: str, said: list[tuple[RequestField | None, WarningKind, str]]
+) -> None:
+    target, _ = provider("ollama-openai", (200, ANSWER))
+    request = ChatRequest(model).user("x").with_response_format(ResponseFormat.json_object())
+    assert _said(target.chat(request)) == said
 
 
 @pytest.mark.parametrize(("model", "none"), [("gpt-oss:20b", "low"), ("qwen3:8b", "none")])

@@ -225,11 +225,15 @@ _PRESETS: tuple[Preset, ...] = (
             # 2024-06-01 and of the 2024-07-01 and 2024-08-01 previews have none, and an
             # earlier version answers 400 "Unrecognized request argument supplied:
             # parallel_tool_calls" (Azure/azure-rest-api-specs#29545, on 2024-05-01-preview),
-            # so none is sent, `false` for strict tools included. First here, so that the
-            # earlier versions' name below is the one said.
+            # so none is sent, `false` for strict tools included: a strict tool is then
+            # approximate (parallel calls stay on, beside which Azure does not enforce
+            # `strict`). First here, so that the earlier versions' name below is the one said.
             (
                 "2024-09-01-preview",
-                {"display_name": "Azure OpenAI before api-version 2024-09-01-preview"},
+                {
+                    "display_name": "Azure OpenAI before api-version 2024-09-01-preview",
+                    "parallel_tool_calls_from": "2024-09-01-preview",
+                },
                 {"parallel_tools": "unsupported"},
             ),
             # Their `top_logprobs` is 0 to 5 up to 2024-07-01-preview (20 from 2024-08-01-
@@ -548,7 +552,9 @@ _PRESETS: tuple[Preset, ...] = (
         # without a word; the schema becomes its native `format`, compiled by the build of
         # llama.cpp's converter Ollama carries, as on its own API (`name` and `strict`
         # ignored). An assistant message's `reasoning` is its thinking (Ollama's /v1
-        # `Message.Reasoning`), which earlier turns' reasoning goes back in.
+        # `Message.Reasoning`), which earlier turns' reasoning goes back in. An image goes
+        # as a data URL alone: to an http(s) one its `decodeImageURL` answers 400 "image
+        # URLs are not currently supported, please use base64 encoded data instead".
         "ollama-openai",
         WireProfile(
             "ollama-openai",
@@ -562,6 +568,7 @@ _PRESETS: tuple[Preset, ...] = (
             parallel_tool_calls=False,
             reasoning_back="reasoning",
             response_schema_any_root=CapabilitySupport.SUPPORTED,
+            image_urls=False,
         ),
         "http://localhost:11434/v1",
         "OLLAMA_API_KEY",

@@ -137,11 +137,22 @@ class CapabilityTable(FamilyTable[ModelFamily]):
             else value
             for name, value in changes.items()
         }
-        return CapabilityTable(
+        return type(self)(
             tuple(replace(row, **fields) for row in self.families),
             replace(self.default, **fields),
             self.strip_prefix,
         )
+
+
+class _NamespacedTable(CapabilityTable):
+    """A table matched on the model's name without its namespace (`library/gpt-oss:20b`,
+    `hf.co/unsloth/gpt-oss-20b-GGUF`), as Ollama names models and its own preset's table
+    (`OllamaTable`) matches them."""
+
+    __slots__ = ()
+
+    def _key(self, model: str) -> str:
+        return model.lower().rsplit("/", 1)[-1]
 
 
 _UNKNOWN = ModelFamily(
@@ -727,7 +738,7 @@ CAPABILITY_TABLES: dict[str, CapabilityTable] = {
         (),
         ModelFamily("*", StructuredLevel.BEST_EFFORT, tools=U, forced_tool=U, parallel_tools=U),
     ),
-    "ollama-openai": CapabilityTable(
+    "ollama-openai": _NamespacedTable(
         (
             replace(_OLLAMA_CLOUD, pattern="gpt-oss*[-:]cloud", **_GPT_OSS_ON_OLLAMA),
             _OLLAMA_CLOUD,

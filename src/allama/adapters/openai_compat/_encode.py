@@ -277,10 +277,8 @@ class _Encoder:
             if isinstance(part, TextPart):
                 content.append({"type": "text", "text": part.text})
             elif isinstance(part, ImagePart):
-                if self.takes_images():
-                    content.append(
-                        {"type": "image_url", "image_url": {"url": self.image_url(part)}}
-                    )
+                if self.takes_images() and (url := self.image_url(part)) is not None:
+                    content.append({"type": "image_url", "image_url": {"url": url}})
             elif (document := self.document(part)) is not None:
                 content.append(document)
         return {"role": "user", "content": content or ""}
@@ -297,18 +295,26 @@ class _Encoder:
         )
         return False
 
-    def image_url(self, part: ImagePart) -> str:
+    def image_url(self, part: ImagePart) -> str | None:
         """The image's URL, or its bytes as a data URL, checked as the other encoders check
         one and of standard base64 alone (not the whitespace, `%3D` or URL-safe `-_` a data
         URL may hold): OpenAI answers 400 "Invalid base64 image_url" to those. Ollama reads
         only `data:image/{jpeg,jpg,png,webp};base64,` or `data:;base64,` (else "invalid
-        image input"), so another type goes there as the latter, its bytes alone."""
+        image input"), so another type goes there as the latter, its bytes alone; `None`
+        (with a warning) for an image by URL where the endpoint takes none (`image_urls`)."""
         try:
             found = inline_image(part)
         except UnreadablePart as error:
             raise self.invalid(str(error)) from None
         if found is None:
-            return part.url or ""
+            if self.profile.image_urls:
+                return part.url or ""
+            self.degradations.refuse(
+                RequestField.IMAGES,
+                f"{self.profile.display_name} takes images only as their bytes, not by URL",
+                instead="the image was left out",
+            )
+            return None
         if not found.raw:
             raise self.invalid(
                 f"the image holds no data, which {self.profile.display_name} cannot read"
@@ -676,18 +682,18 @@ class _Encoder:
                     f"`{self.request.model}` on {self.profile.display_name} takes no "
                     "`parallel_tool_calls`",
                 )
+                self.strict_unserialised(self.strict_tools(tools))
                 return None
             if parallel:
                 self.strict_in_parallel(self.strict_tools(tools))
             return parallel
-        if (
-            self.strict_tools(tools)
-            and self.family.parallel_tools is not CapabilitySupport.UNSUPPORTED
-        ):
+        strict = self.strict_tools(tools)
+        if strict and self.family.parallel_tools is not CapabilitySupport.UNSUPPORTED:
             # Strict tool calls do not hold under parallel calls on this endpoint; a model
             # that takes no `parallel_tool_calls` (OpenAI's o-series answer 400 to it, even
             # `false`) gets none.
             return False
+        self.strict_unserialised(strict)
         return None
 
     def strict_tools(self, tools: list[dict[str, Any]] | None) -> list[str]:
@@ -710,6 +716,24 @@ class _Encoder:
                 "`parallel_tool_calls: true`, as asked, and its arguments follow the schema as "
                 "far as the model does (leave `parallel_tool_calls` unset, or false, to have "
                 "it enforced)",
+            )
+
+    def strict_unserialised(self, names: list[str]) -> None:
+        """Say that the strict tools `names` are not enforced where the api-version takes
+        no `parallel_tool_calls` (`parallel_tool_calls_from`): parallel calls stay on, so
+        `false`, which keeps `strict` enforced on a later version, cannot go. On `tools`,
+        the field an extraction's enforcement reads, as `strict_in_parallel` says it."""
+        version = self.profile.parallel_tool_calls_from
+        if version is None:
+            return
+        for name in names:
+            self.degradations.approximate(
+                RequestField.TOOLS,
+                f"{self.profile.display_name} does not enforce `strict` on tools while "
+                "parallel tool calls are on, and takes no `parallel_tool_calls` to turn them "
+                f"off: tool `{name}` was sent with it, and its arguments follow the schema as "
+                f"far as the model does (from api-version {version} on, "
+                "`parallel_tool_calls: false` goes beside it to have it enforced)",
             )
 
     # Response format

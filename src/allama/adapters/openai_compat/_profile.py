@@ -61,6 +61,11 @@ class WireProfile:
     named_tool_choice: bool = True
     parallel_tool_calls: bool = True
     serial_strict_tools: bool = False
+    parallel_tool_calls_from: str | None = None
+    """The `api-version` from which `parallel_tool_calls` goes, where an earlier one is why
+    it does not (Azure OpenAI's before 2024-09-01-preview answer 400 to it): parallel calls
+    stay on there, beside which `strict` is not enforced (`serial_strict_tools`), so a strict
+    tool is said approximate, naming the version that turns them off."""
     stream_usage: bool = True
     json_schema_shape: Literal["openai", "raw"] = "openai"
     json_mode_streams: bool = True
@@ -113,6 +118,10 @@ class WireProfile:
     reasoning JSON mode, Together, vLLM without a reasoning parser): read as reasoning, so
     that the answer after it parses."""
     require_parameters: bool = False
+    image_urls: bool = True
+    """Whether an image may go by its URL (not a data URL): Ollama's `/v1` answers 400 "image
+    URLs are not currently supported, please use base64 encoded data instead", so there one
+    is left out, with a warning (refused under the error policy), as on Ollama's own API."""
     file_parts: bool = False
     """Whether PDF documents go as `file` content parts (OpenAI, Azure OpenAI, OpenRouter)."""
     file_parts_from: str | None = None
