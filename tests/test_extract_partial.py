@@ -1436,3 +1436,50 @@ def test_every_preview_of_any_document_is_none_or_of_the_type(document: Any, tp:
         for partial in seen:
             assert_consistent(partial, value)
         assert seen[-1] == value
+
+
+class Noted(BaseModel):
+    count: Annotated[int, {"doc": "how many"}]
+    names: list[Annotated[str, {"doc": "a name"}]]
+
+
+class NotedInText(BaseModel):
+    count: Annotated[int, "how many"]
+    names: list[Annotated[str, "a name"]]
+
+
+@pytest.mark.parametrize("mode", [NATIVE, FORCED])
+def test_metadata_that_cannot_be_hashed_streams_as_any_other_does(mode: ExtractionMode) -> None:
+    # `Annotated` holding a dict cannot be hashed, so its shape is not cached: read each time.
+    chunks = list('{"count": 2, "names": ["ab", "cd"]}')
+    noted = stream(Noted, chunks, mode)
+    assert noted.value == Noted(count=2, names=["ab", "cd"])
+    assert noted.dumps == stream(NotedInText, chunks, mode).dumps
+    assert {"count": 2, "names": ["ab", "c"]} in noted.dumps
+    assert_stream_consistent(noted)
+    root = stream(Annotated[Noted, {"doc": "the root"}], chunks, mode)
+    assert root.value == noted.value
+    assert root.dumps == stream(Annotated[Noted, "the root"], chunks, mode).dumps
+
+
+class _ComparedByIdentity(type):
+    """A metaclass defining `__eq__` alone: its classes cannot be hashed."""
+
+    def __eq__(cls, other: object) -> bool:
+        return cls is other
+
+
+@dataclasses.dataclass
+class UnhashableTally(metaclass=_ComparedByIdentity):
+    name: str
+    count: int
+
+
+def test_a_dataclass_whose_class_cannot_be_hashed_is_previewed_field_by_field() -> None:
+    # Its field types are read each time, not cached by the class.
+    seen = _previews(UnhashableTally, '{"name": "ab", "count": 3}')
+    shown = [(item.name, item.count) for item in seen]
+    assert shown == [(None, None)] * 9 + [("", None), ("a", None)] + [("ab", None)] * 14 + [
+        ("ab", 3)
+    ]
+    assert seen[-1] == UnhashableTally("ab", 3)

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import (
+    AfterValidator,
     AliasChoices,
     AliasPath,
     AwareDatetime,
@@ -26,8 +27,10 @@ from pydantic import (
     FutureDatetime,
     PastDate,
     PastDatetime,
+    RootModel,
     TypeAdapter,
     ValidationError,
+    WrapValidator,
     computed_field,
     condate,
     condecimal,
@@ -971,11 +974,49 @@ class SkippingTypedDict(TypedDict):
     b: SkipJsonSchema[int]
 
 
+def _fill_skipped(data: Any) -> Any:
+    """A validator of the caller's that gives `SkipsOne.b` its value before it is read."""
+    return {**data, "b": 0} if isinstance(data, dict) else data
+
+
+class FilledOnceShownOnce(BaseModel):
+    # `SkipsOne` is a shared definition: pydantic writes it once, at the top.
+    filled: Annotated[SkipsOne, BeforeValidator(_fill_skipped)]
+    shown: SkipsOne
+
+
+class CheckedAfterTwice(BaseModel):
+    # A validator after the model reads what the answer gave it: `b` is still required.
+    a: Annotated[SkipsOne, AfterValidator(lambda value: value)]
+    b: Annotated[SkipsOne, AfterValidator(lambda value: value)]
+
+
+class SkippedOnceShownOnce(BaseModel):
+    hidden: SkipJsonSchema[SkipsOne] = SkipsOne.model_construct(a=0, b=0)
+    shown: SkipsOne
+
+
+class FieldsNamedAsCoreKeys(BaseModel):
+    # Field names that are keys of a core schema too: each is still a field.
+    metadata: SkipsOne
+    default: int = 0
+
+
+class SkippingTree(BaseModel):
+    b: SkipJsonSchema[int]
+    children: list[SkippingTree]
+
+
 @pytest.mark.parametrize(
     ("tp", "label", "field"),
     [
         (SkipsOne, "SkipsOne", "SkipsOne.b"),
         (HoldsSkipping, "HoldsSkipping", "SkipsOne.b"),
+        (FilledOnceShownOnce, "FilledOnceShownOnce", "SkipsOne.b"),
+        (CheckedAfterTwice, "CheckedAfterTwice", "SkipsOne.b"),
+        (SkippedOnceShownOnce, "SkippedOnceShownOnce", "SkipsOne.b"),
+        (FieldsNamedAsCoreKeys, "FieldsNamedAsCoreKeys", "SkipsOne.b"),
+        (SkippingTree, "SkippingTree", "SkippingTree.b"),
         (SkippingDataclass, "SkippingDataclass", "SkippingDataclass.b"),
         (SkippingStdDataclass, "SkippingStdDataclass", "SkippingStdDataclass.b"),
         (SkippingTypedDict, "SkippingTypedDict", "SkippingTypedDict.b"),
@@ -1032,3 +1073,95 @@ def test_a_skipped_field_validation_does_without_is_left_out_as_before() -> None
     extracted, sent = extract_through("openai", FillsTheSkipped, '{"a": 1}')
     assert extracted.value == FillsTheSkipped(a=1, b=2)
     assert list(sent["properties"]) == ["a"]
+
+
+class FilledTwice(BaseModel):
+    # `SkipsOne` used twice is a shared definition, written once at the top, apart from
+    # the validators that fill `b` in: each place it is read, a validator fills it.
+    a: Annotated[SkipsOne, BeforeValidator(_fill_skipped)]
+    b: Annotated[SkipsOne, BeforeValidator(_fill_skipped)]
+
+
+class FilledAroundTwice(BaseModel):
+    a: Annotated[SkipsOne, WrapValidator(lambda data, read: read(_fill_skipped(data)))]
+    b: Annotated[SkipsOne, WrapValidator(lambda data, read: read(_fill_skipped(data)))]
+
+
+class HoldsSkippedModel(BaseModel):
+    # Reached only through a skipped field, which its default fills.
+    hidden: SkipJsonSchema[SkipsOne] = SkipsOne.model_construct(a=0, b=0)
+    a: int
+
+
+class HoldsSkippedModelTwice(BaseModel):
+    first: SkipJsonSchema[SkipsOne] = SkipsOne.model_construct(a=0, b=0)
+    second: SkipJsonSchema[SkipsOne | None] = None
+    a: int
+
+
+class InitFillsTheSkipped(BaseModel):
+    a: int
+    b: SkipJsonSchema[int]
+
+    def __init__(self, **data: Any) -> None:
+        super().__init__(**{"b": 7, **data})
+
+
+class ComputesSkipping(BaseModel):
+    # A computed field is written out, never read back: its type's fields are not asked for.
+    a: int
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def made(self) -> SkipsOne:
+        return SkipsOne(a=self.a, b=0)
+
+
+def test_a_model_whose_skipped_field_no_answer_has_to_hold_is_extracted() -> None:
+    # Whether `SkipsOne` is shared (written once at the top) or not, a validator of the
+    # caller's fills `b` in, or only a skipped field holds it: every answer validates.
+    for tp in (FilledTwice, FilledAroundTwice):
+        extracted, sent = extract_through("openai", tp, '{"a": {"a": 1}, "b": {"a": 2}}')
+        assert extracted.value == tp(a=SkipsOne(a=1, b=0), b=SkipsOne(a=2, b=0))
+        assert sent["$defs"]["SkipsOne"]["properties"] == {"a": {"title": "A", "type": "integer"}}
+    many = list[Annotated[SkipsOne, BeforeValidator(_fill_skipped)]]
+    extracted, _ = extract_through("openai", many, '{"value": [{"a": 1}, {"a": 2}]}')
+    assert extracted.value == [SkipsOne(a=1, b=0), SkipsOne(a=2, b=0)]
+    for tp in (HoldsSkippedModel, HoldsSkippedModelTwice):
+        extracted, sent = extract_through("openai", tp, '{"a": 3}')
+        assert extracted.value == tp(a=3)
+        assert list(sent["properties"]) == ["a"]
+    extracted, sent = extract_through("openai", InitFillsTheSkipped, '{"a": 1}')
+    assert extracted.value == InitFillsTheSkipped(a=1, b=7)
+    assert list(sent["properties"]) == ["a"]
+    extracted, sent = extract_through("openai", ComputesSkipping, '{"a": 4}')
+    assert extracted.value == ComputesSkipping(a=4)
+    assert sent["properties"] == {"a": {"title": "A", "type": "integer"}}
+
+
+class SkippedRoot(RootModel[SkipJsonSchema[int]]):
+    pass
+
+
+@pytest.mark.parametrize(
+    ("tp", "label"),
+    [
+        (SkipJsonSchema[int], "int"),
+        (SkippedRoot, "SkippedRoot"),
+        (list[SkipJsonSchema[int]], "list[int]"),
+    ],
+)
+def test_a_type_left_out_of_its_own_schema_is_refused_before_anything_is_sent(
+    tp: Any, label: str
+) -> None:
+    # Pydantic raises its `PydanticOmit` (an empty error) out of the schema: nothing to ask.
+    target, recorder = recorded("openai", (200, {}))
+    with pytest.raises(TypeError) as raised:
+        allama.extract(target, tp, ChatRequest("gpt-4o").user("x"))
+    assert type(raised.value) is TypeError
+    assert str(raised.value) == (
+        f"cannot extract `{label}`: the type is left out of its own JSON Schema (a "
+        "`SkipJsonSchema` over it or over what it holds), so there is nothing to ask for; "
+        "let the schema show it"
+    )
+    assert recorder.bodies == []

@@ -930,11 +930,26 @@ def _strip(tp: Any) -> tuple[Any, tuple[Any, ...]]:
     return tp, ()
 
 
-@lru_cache(maxsize=1024)
 def _shape(tp: Any, owner: Any = None) -> _Shape:
     """How a value of `tp` is read; `owner`, the object type whose config its values are
     validated with, where that type sets one (a model's config reaches its fields, and the
-    items of their lists, not the objects inside them, which have their own)."""
+    items of their lists, not the objects inside them, which have their own).
+
+    Cached per type; a type expression that cannot be hashed (`Annotated[P, {"doc": ...}]`)
+    is read each time, as `type_schema` builds its schema each time."""
+    try:
+        hash((tp, owner))
+    except TypeError:
+        return _read_shape(tp, owner)
+    return _cached_shape(tp, owner)
+
+
+@lru_cache(maxsize=1024)
+def _cached_shape(tp: Any, owner: Any) -> _Shape:
+    return _read_shape(tp, owner)
+
+
+def _read_shape(tp: Any, owner: Any) -> _Shape:
     base, metadata = _strip(tp)
     if any(isinstance(item, FieldInfo) for item in metadata):
         metadata = _validating(metadata)
@@ -1087,13 +1102,26 @@ def _fields_of(tp: Any) -> dict[str, tuple[str, Any]]:
     return out
 
 
-@lru_cache(maxsize=256)
 def _hints(tp: Any) -> dict[str, Any] | None:
     """The field types of a dataclass or a `TypedDict` (not to be changed: shared), its
     annotations resolved; `None` where a name in them cannot be. A type defined in a
     function refers to itself by a name only that function sees (`kids: list["Node"]`,
     or any annotation under `from __future__ import annotations`): it is given, as
-    pydantic gives it. A pydantic dataclass's fields pydantic resolved, where it did."""
+    pydantic gives it. A pydantic dataclass's fields pydantic resolved, where it did.
+    Cached per type; one that cannot be hashed (its metaclass says so) is read each time."""
+    try:
+        hash(tp)
+    except TypeError:
+        return _read_hints(tp)
+    return _cached_hints(tp)
+
+
+@lru_cache(maxsize=256)
+def _cached_hints(tp: Any) -> dict[str, Any] | None:
+    return _read_hints(tp)
+
+
+def _read_hints(tp: Any) -> dict[str, Any] | None:
     with contextlib.suppress(NameError):
         return typing.get_type_hints(tp, include_extras=True)
     with contextlib.suppress(NameError):

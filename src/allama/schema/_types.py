@@ -95,6 +95,12 @@ class _StableDefaults(GenerateJsonSchema):
         self._field_names: dict[int, str] = {}
         """The names of the fields of models and TypedDicts met, by their core schema's
         identity: the field's own schema does not hold its name (a dataclass's does)."""
+        self._left_out: dict[int, Any] = {}
+        """The core schemas whose JSON Schema was left out (`PydanticOmit`), by identity
+        (each kept, so no identity is reused): what lies beneath one is not shown."""
+        self._skipped_required: dict[int, tuple[Any, str]] = {}
+        """The required fields left out (`_note_skipped`), by their core schema's identity,
+        with the name a message gives each (`Owner.field`)."""
 
     @property
     def mode(self) -> JsonSchemaMode:
@@ -286,19 +292,21 @@ class _StableDefaults(GenerateJsonSchema):
         try:
             json_schema = super().generate_inner(schema)
         except PydanticOmit:
-            self._refuse_skipped(schema)
+            self._note_skipped(schema)
             raise
         if self.mode == "validation" and "$ref" not in json_schema and self._reads_stripped(schema):
             _mark_stripped(json_schema)
         return json_schema
 
-    def _refuse_skipped(self, schema: Any) -> None:
-        """Refuses a required field the schema leaves out (`SkipJsonSchema[int]`): no answer
-        holds it, and validation fails without it. One with a default is only left to it; a
-        validator of the caller's above the fields (a model's `mode="before"`) may fill it
-        in, so under one the field is left out as pydantic leaves it."""
-        if not isinstance(schema, dict) or self.mode != "validation" or self._read_by_functions:
+    def _note_skipped(self, schema: Any) -> None:
+        """Notes a core schema left out of the JSON Schema, and a required field among them
+        (`SkipJsonSchema[int]`): no answer holds it, and validation fails without it. Only
+        noted here: pydantic writes a shared definition once, at the top, apart from the
+        validators and skipped fields above each place it is used, so whether validation
+        ever needs the field from an answer is decided from the root (`_shown_skipped`)."""
+        if not isinstance(schema, dict) or self.mode != "validation":
             return
+        self._left_out[id(schema)] = schema
         kind = schema.get("type")
         if kind == "typed-dict-field":
             required = bool(schema.get("required", True))
@@ -306,11 +314,64 @@ class _StableDefaults(GenerateJsonSchema):
             required = schema["schema"].get("type") != "default"
         else:
             return
-        if not required:
-            return
-        name = str(schema.get("name") or self._field_names.get(id(schema), "?"))
-        owner = self._owners[-1] if self._owners else None
-        raise _SkippedRequired(f"{owner}.{name}" if owner else name)
+        if required:
+            name = str(schema.get("name") or self._field_names.get(id(schema), "?"))
+            owner = self._owners[-1] if self._owners else None
+            self._skipped_required[id(schema)] = (schema, f"{owner}.{name}" if owner else name)
+
+    def _shown_skipped(self, root: core_schema.CoreSchema) -> str | None:
+        """The first required field left out of the schema (`_note_skipped`) that an
+        answer reaches validation through, from the root: not beneath a schema left out
+        (a skipped field holding the model), nor beneath a validator of the caller's
+        (before, wrap, plain) or a model's own `__init__`, either of which may fill it in.
+        `None` if there is none: the answer never has to hold it."""
+        definitions: dict[str, Any] = dict(self._core_definitions)
+        followed: set[str] = set()
+        walked: set[int] = set()
+        stack: list[Any] = [root]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, list | tuple):
+                stack.extend(reversed(node))
+                continue
+            if not isinstance(node, dict) or id(node) in walked:
+                continue
+            walked.add(id(node))
+            noted = self._skipped_required.get(id(node))
+            if noted is not None and noted[0] is node:
+                return noted[1]
+            if self._left_out.get(id(node)) is node:
+                continue
+            kind = node.get("type")
+            if not isinstance(kind, str):
+                kind = None  # not a schema (an error's context, say): walked through
+            if kind in _READ_BY_CODE or kind == "function-plain":
+                continue
+            if kind == "model" and node.get("custom_init"):
+                continue
+            if kind == "definitions":
+                definitions.update(
+                    (item["ref"], item) for item in node["definitions"] if "ref" in item
+                )
+                stack.append(node["schema"])
+            elif kind == "definition-ref":
+                ref = node.get("schema_ref")
+                if ref in definitions and ref not in followed:
+                    followed.add(ref)
+                    stack.append(definitions[ref])
+            elif kind == "json-or-python":  # an answer is JSON
+                stack.append(node["json_schema"])
+            elif kind == "chain":  # a later step reads what the first made of the answer
+                stack.append(node["steps"][:1])
+            elif kind == "dataclass-field" and not node.get("init", True):
+                continue  # never read from the answer (`dataclass_args_schema`)
+            else:
+                for key, value in reversed(node.items()):
+                    if key in ("fields", "choices") and isinstance(value, dict):
+                        stack.extend(reversed(value.values()))  # by name or tag, any name
+                    elif key not in _NOT_READ:
+                        stack.append(value)
+        return None
 
     def model_schema(self, schema: core_schema.ModelSchema) -> JsonSchemaValue:
         with self._owned_by(schema.get("cls")):
@@ -370,9 +431,18 @@ class _StableDefaults(GenerateJsonSchema):
         self, schema: core_schema.CoreSchema, mode: JsonSchemaMode = "validation"
     ) -> JsonSchemaValue:
         """Pydantic's schema, with each tagged union's tag required in its branches
-        (`_TagsRequired`)."""
+        (`_TagsRequired`). A type left out whole (`SkipJsonSchema[int]`) is refused
+        (`_NothingShown`), as is a required field left out that an answer must hold
+        (`_shown_skipped`)."""
         self._root, self._tagged_refs = schema, None
-        json_schema = super().generate(schema, mode)
+        try:
+            json_schema = super().generate(schema, mode)
+        except PydanticOmit:
+            raise _NothingShown() from None
+        if self._skipped_required:
+            skipped = self._shown_skipped(schema)
+            if skipped is not None:
+                raise _SkippedRequired(skipped)
         return _TagsRequired(json_schema).run() if self._tagged else json_schema
 
     def union_schema(self, schema: core_schema.UnionSchema) -> JsonSchemaValue:
@@ -780,6 +850,8 @@ _INLINE_FLAGS = (
 (`re.UNICODE` is a text pattern's own; `re.DEBUG` matches as without it)."""
 _SEE_THROUGH = frozenset({"nullable", "default", "function-after", "custom-error"})
 _READ_BY_CODE = frozenset({"function-before", "function-wrap"})
+_NOT_READ = frozenset({"serialization", "metadata", "computed_fields", "default", "config"})
+"""A core schema's keys that hold nothing validation reads an answer with."""
 _UNREAD = frozenset(
     {"tuple", "list", "set", "frozenset", "dict", "typed-dict", "model", "dataclass", "none"}
 )
@@ -896,6 +968,17 @@ class _SkippedRequired(TypeError):
             f"the field `{field_name}` is required but left out of its JSON Schema (a "
             "`SkipJsonSchema`), so no answer would validate; give it a default, or let the "
             "schema show it"
+        )
+
+
+class _NothingShown(TypeError):
+    """A type its JSON Schema leaves out whole (`SkipJsonSchema` over it, or over what it is
+    made of): pydantic raises its `PydanticOmit`, an empty error, out of the schema."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "the type is left out of its own JSON Schema (a `SkipJsonSchema` over it or over "
+            "what it holds), so there is nothing to ask for; let the schema show it"
         )
 
 
@@ -1124,7 +1207,7 @@ def _build(tp: Any) -> TypeSchema:
     adapter: TypeAdapter[Any] = TypeAdapter(tp)
     try:
         schema = adapter.json_schema(mode="validation", schema_generator=_StableDefaults)
-    except (_KeysUnread, _EnumUnread, _SkippedRequired) as refused:
+    except (_KeysUnread, _EnumUnread, _SkippedRequired, _NothingShown) as refused:
         raise TypeError(f"cannot extract `{type_label(tp)}`: {refused}") from None
     unread = _read_by_path(adapter.core_schema)
     if unread:
