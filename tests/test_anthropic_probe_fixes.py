@@ -115,87 +115,117 @@ def test_the_batch_only_300k_beta_raises_no_limit_of_a_call(model: str) -> None:
 
 # One of `temperature` and `top_p`, given one by the request and one by the body option
 
+_NOT_BOTH = "`claude-sonnet-4-5` on Anthropic takes `temperature` or `top_p`, not both"
+_REQUEST_PAIR = (WarningKind.UNSUPPORTED, RequestField.TOP_P, f"{_NOT_BOTH}; `top_p` was left out")
 
-def test_the_options_top_p_beside_the_requests_temperature_is_not_sent() -> None:
+
+def _in_place(key: str, value: float, field: RequestField, given: float) -> Any:
+    """The request's `field` left out for the option's `key`."""
+    return (
+        WarningKind.UNSUPPORTED,
+        field,
+        f"`{key}` of the body option `anthropic` ({value}) goes in place of the request's "
+        f"`{field}` ({given}), and {_NOT_BOTH}; `{field}` was left out",
+    )
+
+
+_TEMPERATURE_FOR_TOP_P = _in_place("top_p", 0.8, RequestField.TEMPERATURE, 0.3)
+_TOP_P_FOR_TEMPERATURE = _in_place("temperature", 0.5, RequestField.TOP_P, 0.9)
+
+_REQUESTS: dict[str, dict[str, float]] = {
+    "none": {},
+    "temperature": {"temperature": 0.3},
+    "top_p": {"top_p": 0.9},
+    "both": {"temperature": 0.3, "top_p": 0.9},
+}
+_OPTIONS: dict[str, dict[str, float]] = {
+    "none": {},
+    "temperature": {"temperature": 0.5},
+    "top_p": {"top_p": 0.8},
+    "both": {"temperature": 0.5, "top_p": 0.8},
+}
+
+
+@pytest.mark.parametrize(
+    ("asked", "given", "sent", "warned"),
+    [
+        ("none", "none", {}, []),
+        ("none", "temperature", {"temperature": 0.5}, []),
+        ("none", "top_p", {"top_p": 0.8}, []),
+        ("none", "both", {"temperature": 0.5, "top_p": 0.8}, []),
+        ("temperature", "none", {"temperature": 0.3}, []),
+        ("temperature", "temperature", {"temperature": 0.5}, []),
+        ("temperature", "top_p", {"top_p": 0.8}, [_TEMPERATURE_FOR_TOP_P]),
+        ("temperature", "both", {"temperature": 0.5, "top_p": 0.8}, []),
+        ("top_p", "none", {"top_p": 0.9}, []),
+        ("top_p", "temperature", {"temperature": 0.5}, [_TOP_P_FOR_TEMPERATURE]),
+        ("top_p", "top_p", {"top_p": 0.8}, []),
+        ("top_p", "both", {"temperature": 0.5, "top_p": 0.8}, []),
+        ("both", "none", {"temperature": 0.3}, [_REQUEST_PAIR]),
+        # The request's own pair leaves its `top_p` out: one warning, not two.
+        ("both", "temperature", {"temperature": 0.5}, [_REQUEST_PAIR]),
+        ("both", "top_p", {"top_p": 0.8}, [_TEMPERATURE_FOR_TOP_P]),
+        ("both", "both", {"temperature": 0.5, "top_p": 0.8}, []),
+    ],
+)
+def test_one_sampling_family_gets_the_options_field_over_the_requests_other(
+    asked: str, given: str, sent: dict[str, float], warned: list[Any]
+) -> None:
+    """The option's fields replace the request's of their name; of what is then left, the
+    option's one goes in place of the request's other, the request's own pair keeps its
+    temperature, and the option's own pair is the caller's, sent as given (Anthropic answers
+    400 to both:
+    "`temperature` and `top_p` cannot both be specified for this model")."""
+    request = ChatRequest(MODEL).user("x")
+    if "temperature" in _REQUESTS[asked]:
+        request = request.with_temperature(_REQUESTS[asked]["temperature"])
+    if "top_p" in _REQUESTS[asked]:
+        request = request.with_top_p(_REQUESTS[asked]["top_p"])
+    if _OPTIONS[given]:
+        request = request.with_option_json("anthropic", _OPTIONS[given])
+    body, said, _ = _sent(request)
+    assert {key: body[key] for key in ("temperature", "top_p") if key in body} == sent
+    assert said == warned
+
+
+def test_the_options_top_p_in_place_of_the_requests_temperature_is_what_as_sent_shows() -> None:
     request = (
         ChatRequest(MODEL)
         .user("x")
-        .with_temperature(0.5)
-        .with_option_json("anthropic", {"top_p": 0.9})
+        .with_temperature(0.3)
+        .with_option_json("anthropic", {"top_p": 0.8})
     )
-    body, said, as_sent = _sent(request)
-    assert (body.get("temperature"), "top_p" in body) == (0.5, False)
-    assert said == [
-        _options(
-            "`top_p` of the body option `anthropic` (0.9) goes beside the request's "
-            "`temperature` (0.5), and `claude-sonnet-4-5` on Anthropic takes `temperature` "
-            "or `top_p`, not both; it was not sent"
-        )
-    ]
-    assert as_sent == {"max_output_tokens": 16_384}  # no `top_p`: none was sent
+    _, _, as_sent = _sent(request)
+    assert as_sent == {"top_p": 0.8, "max_output_tokens": 16_384}
     assert _refused(request) == (
-        "cannot send `options`: `top_p` of the body option `anthropic` (0.9) goes beside the "
-        "request's `temperature` (0.5), and `claude-sonnet-4-5` on Anthropic takes "
-        "`temperature` or `top_p`, not both"
+        "cannot send `temperature`: `top_p` of the body option `anthropic` (0.8) goes in place "
+        f"of the request's `temperature` (0.3), and {_NOT_BOTH}"
     )
 
 
-def test_the_options_temperature_beside_the_requests_top_p_is_not_sent() -> None:
+def test_the_options_temperature_replaces_a_request_temperature_above_1_silently() -> None:
+    """The request's 1.5 is not sent whatever its range: the option's 0.5 goes instead."""
     request = (
-        ChatRequest("claude-opus-4-1")
+        ChatRequest(MODEL)
         .user("x")
-        .with_top_p(0.9)
+        .with_temperature(1.5)
         .with_option_json("anthropic", {"temperature": 0.5})
     )
     body, said, _ = _sent(request)
-    assert (body.get("top_p"), "temperature" in body) == (0.9, False)
-    assert said == [
-        _options(
-            "`temperature` of the body option `anthropic` (0.5) goes beside the request's "
-            "`top_p` (0.9), and `claude-opus-4-1` on Anthropic takes `temperature` or "
-            "`top_p`, not both; it was not sent"
-        )
-    ]
+    assert (body["temperature"], said) == (0.5, [])
 
 
-def test_the_requests_own_pair_beside_the_options_top_p_sends_the_temperature_alone() -> None:
-    """The option's `top_p` would replace the request's beside the request's temperature:
-    it is not sent, and the request's is then left out under the request's own rule."""
-    request = (
-        ChatRequest("claude-sonnet-4-6")
-        .user("x")
-        .with_temperature(0.5)
-        .with_top_p(0.8)
-        .with_option_json("anthropic", {"top_p": 0.9})
-    )
-    body, said, _ = _sent(request)
-    assert (body.get("temperature"), "top_p" in body) == (0.5, False)
-    assert said == [
-        _options(
-            "`top_p` of the body option `anthropic` (0.9) goes beside the request's "
-            "`temperature` (0.5), and `claude-sonnet-4-6` on Anthropic takes `temperature` "
-            "or `top_p`, not both; it was not sent"
-        ),
-        (
-            WarningKind.UNSUPPORTED,
-            RequestField.TOP_P,
-            "`claude-sonnet-4-6` on Anthropic takes `temperature` or `top_p`, not both; "
-            "`top_p` was left out",
-        ),
-    ]
-
-
-def test_the_options_own_pair_goes_as_given() -> None:
-    """Both the caller's, in place of the request's temperature: nothing of allama's is
-    beside either."""
+def test_the_options_null_replaces_the_requests_field_beside_its_other() -> None:
+    """The option's `null` temperature takes the request's out: its `top_p` goes alone."""
     request = (
         ChatRequest(MODEL)
         .user("x")
-        .with_temperature(0.2)
-        .with_option_json("anthropic", {"temperature": 0.5, "top_p": 0.9})
+        .with_temperature(0.3)
+        .with_top_p(0.9)
+        .with_option_json("anthropic", {"temperature": None})
     )
     body, said, _ = _sent(request)
-    assert (body.get("temperature"), body.get("top_p"), said) == (0.5, 0.9, [])
+    assert ((body["temperature"], body["top_p"]), said) == ((None, 0.9), [])
 
 
 def test_a_family_that_takes_both_gets_the_options_top_p_beside_the_requests_temperature() -> None:

@@ -1,11 +1,14 @@
 """A text document's charset, read alike by every encoder that sends inline text (Anthropic,
 Gemini, Ollama) and by `tpm`'s estimate: one allama cannot read (a Python codec of no
-charset among them) is refused before sending and estimated as UTF-8, and Gemini sends JSON
-and XML in their charset as UTF-8, as it sends text/*."""
+charset among them) is refused before sending and estimated as UTF-8, and Gemini sends JSON,
+XML and code under application/* (application/x-python) in their charset as UTF-8, as it
+sends text/*."""
 
 from __future__ import annotations
 
 import base64
+import mimetypes
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -169,3 +172,75 @@ def test_gemini_sends_a_pdf_naming_a_charset_as_its_bytes() -> None:
     assert sent == {
         "inlineData": {"mimeType": "application/pdf", "data": base64.b64encode(pdf).decode()}
     }
+
+
+@pytest.mark.parametrize(
+    ("text", "media_type", "charset"),
+    [
+        ("s = 'é'", "application/x-python", "utf-16"),
+        ("var s = 'é';", "application/x-javascript", "iso-8859-1"),
+        ("s = 'é'", "text/x-python", "utf-16"),
+        ("echo é", "application/x-sh", "windows-1252"),
+        ("SELECT 'é';", "application/sql", "utf-16-le"),
+        ("a: é", "application/yaml", "iso-8859-1"),
+        ("a = 'é'", "application/toml", "utf-16"),
+    ],
+)
+def test_gemini_sends_code_under_application_in_its_charset_as_utf8(
+    text: str, media_type: str, charset: str
+) -> None:
+    """Google lists application/x-python and application/x-javascript among the text
+    documents Gemini reads, as UTF-8: raw UTF-16 would be read as other characters."""
+    given = DocumentPart(data=text.encode(charset), media_type=f"{media_type}; charset={charset}")
+    assert _gemini_sends(given) == _inline(media_type, text)
+
+
+@pytest.mark.parametrize("media_type", ["application/rtf", "application/x-python-code"])
+def test_gemini_sends_rtf_and_python_bytecode_naming_a_charset_as_their_bytes(
+    media_type: str,
+) -> None:
+    """RTF names its code page inside the document, and bytecode is no text: neither is
+    converted."""
+    data = "é".encode("utf-16")
+    sent = _gemini_sends(DocumentPart(data=data, media_type=f"{media_type}; charset=utf-16"))
+    assert sent == _inline_bytes(media_type, data)
+
+
+def _inline_bytes(media_type: str, data: bytes) -> dict[str, Any]:
+    return {"inlineData": {"mimeType": media_type, "data": base64.b64encode(data).decode()}}
+
+
+def test_the_estimate_reads_code_under_application_as_text_in_its_charset() -> None:
+    """Twelve characters of Python in UTF-16 (26 bytes with its mark): 4 tokens with the
+    prompt's 5 characters, not a page's 2,000."""
+    code = "print('é')\n#"
+    media_type = "application/x-python; charset=utf-16"
+    document = DocumentPart(data=code.encode("utf-16"), media_type=media_type)
+    assert guessed_input_tokens(ChatRequest("m").user("Read.", document)) == (5 + 12) // 4
+
+
+@pytest.mark.parametrize(
+    ("guessed", "read_as"),
+    [
+        ("text/x-python", "text/plain"),
+        ("application/x-python", "text/plain"),
+        ("application/javascript", "text/plain"),
+        ("application/x-sh", "text/plain"),
+        ("application/sql", "text/plain"),
+        ("application/x-tex", "text/plain"),
+        ("application/rtf", "application/rtf"),
+        ("application/x-python-code", "application/x-python-code"),
+    ],
+)
+def test_a_file_named_as_code_under_application_is_read_as_plain_text(
+    guessed: str,
+    read_as: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What a name says depends on the system's `mime.types` (`.sh` is text/x-sh on one,
+    application/x-sh on another): the guess is fixed here."""
+    path = tmp_path / "file.code"
+    path.write_bytes(b"x = 1\n")
+    monkeypatch.setattr(mimetypes, "guess_type", lambda name: (guessed, None))
+    assert DocumentPart.from_file(path).media_type == read_as

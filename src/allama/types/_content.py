@@ -73,14 +73,45 @@ _COMPRESSED = {
 (`.zst`, or `.GZ`, whose encoding it reads in lower case alone)."""
 
 
+_TEXT_APPLICATIONS = frozenset(
+    {
+        "json",
+        "xml",
+        "javascript",
+        "x-javascript",
+        "ecmascript",
+        "x-ecmascript",
+        "x-python",
+        "x-sh",
+        "x-shellscript",
+        "x-csh",
+        "sql",
+        "x-sql",
+        "yaml",
+        "x-yaml",
+        "toml",
+        "x-tex",
+        "x-latex",
+        "x-ruby",
+        "x-perl",
+        "x-httpd-php",
+    }
+)
+"""application/* types that are text: source code and data formats (Google lists
+application/x-python and application/x-javascript among Gemini's text documents; a name's
+type is application/sql, application/x-sh or application/x-tex on many systems). Not
+application/x-python-code (`.pyc`, bytecode), nor application/rtf: RTF names its code page
+inside the document, and is a word processor's format rather than text read as it is."""
+
+
 def _is_text(media_type: str) -> bool:
     """Whether a file of `media_type` is text a model reads as it is (Markdown, CSV, HTML,
-    JSON, XML, code)."""
+    JSON, XML, YAML, code), which a `charset` parameter describes."""
     if media_type.startswith("text/"):
         return True
     kind = media_type.partition("/")[2]
     return media_type.startswith("application/") and (
-        kind in ("json", "xml") or kind.endswith(("+json", "+xml"))
+        kind in _TEXT_APPLICATIONS or kind.endswith(("+json", "+xml", "+yaml"))
     )
 
 

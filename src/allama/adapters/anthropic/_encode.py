@@ -88,25 +88,26 @@ __all__ = [
 ]
 
 BODY_OPTION = "anthropic"
-"""Request option namespace whose JSON object is merged into the body, for fields allama has
-no name for (`request.with_option_json("anthropic", {"top_k": 40})`). Its fields replace
+"""Request option namespace whose JSON object is merged into the body, for fields allama has no
+name for (`request.with_option_json("anthropic", {"top_k": 40})`). Its fields replace
 allama's, except `output_config`, whose keys are added to allama's (`format`, `effort`); its
 own `output_config.format` or `tool_choice` is sent with a warning on the field. Its
 `stream` is not sent where it differs from the call's (`chat` reads no stream), with a
 warning on `options`; nor, with a warning on `options`, is its `thinking` beside a tool call
 allama forces, or its `temperature`, `top_k` or `top_p` beside the thinking
 `reasoning_effort` turns on (Anthropic refuses either pair; the option's own pair goes with
-a warning), or its `temperature` or `top_p` beside the request's other one, on a family that
-takes one of them at a time (its own pair goes as given). Its `tool_choice` forcing a call
-is not sent without tools, or to a family that cannot be forced, with a warning on
-`options`; nor is its `output_config.effort` at a level where the family refuses thinking
-turned off, beside allama's `disabled` (Sonnet 5.5's `between_tools`). Its thinking budget
-is counted in the `max_tokens` allama fills in, and lowered below the request's (or the
-family's limit), with a warning on `options`, unless an `interleaved-thinking-*` beta lets
-it exceed `max_tokens`; one below 1024, the least Anthropic takes, is raised to 1024 where
-that fits, with a warning on `options`. Below the option's own `max_tokens` fits the budget
-`reasoning_effort` gives. Its `thinking` or `output_config.effort` in place of what
-`reasoning_effort` asks goes with a warning on `reasoning_effort`."""
+a warning). On a family that takes `temperature` or `top_p` one at a time, its `temperature`
+or `top_p` goes in place of the request's other one, which is left out with a warning on the
+request's field; its own pair goes as given. Its `tool_choice` forcing a call is not sent
+without tools, or to a family that cannot be forced, with a warning on `options`; nor is its
+`output_config.effort` at a level where the family refuses thinking turned off, beside
+allama's `disabled` (Sonnet 5.5's `between_tools`). Its thinking budget is counted in the
+`max_tokens` allama fills in, and lowered below the request's (or the family's limit), with
+a warning on `options`, unless an `interleaved-thinking-*` beta lets it exceed `max_tokens`;
+one below 1024, the least Anthropic takes, is raised to 1024 where that fits, with a warning
+on `options`. Below the option's own `max_tokens` fits the budget `reasoning_effort` gives.
+Its `thinking` or `output_config.effort` in place of what `reasoning_effort` asks goes with
+a warning on `reasoning_effort`."""
 
 DEFAULT_MAX_TOKENS = 16_384
 """`max_tokens` when the request sets none (Anthropic requires it): this, or the family's
@@ -883,6 +884,12 @@ class _Encoder:
                 if value is not None:
                     self.degradations.refuse(field, f"{self.where} takes no `{field}`")
             return None, None
+        # The body option's own field goes in place of the request's of its name (its
+        # `null` too): that one is not sent, so there is nothing of it to drop.
+        if self.sends("temperature"):
+            temperature = None
+        if self.sends("top_p"):
+            top_p = None
         display = self.profile.display_name
         known = self.profile.verified and self.family.pattern != "*"
         if known and temperature is not None and temperature > 1:
@@ -892,19 +899,13 @@ class _Encoder:
                 instead=f"{temperature} was left out",
             )
             temperature = None
-        # (Where the body option's own is sent, the request's is not: nothing to drop.)
-        if (
-            thinking
-            and temperature is not None
-            and temperature != 1
-            and not self.sends("temperature")
-        ):
+        if thinking and temperature is not None and temperature != 1:
             self.degradations.refuse(
                 RequestField.TEMPERATURE,
                 f"{display} takes `temperature` only at 1 with thinking on",
             )
             temperature = None
-        if thinking and top_p is not None and top_p < 0.95 and not self.sends("top_p"):
+        if thinking and top_p is not None and top_p < 0.95:
             self.degradations.refuse(
                 RequestField.TOP_P,
                 f"{display} takes `top_p` from 0.95 to 1 with thinking on",
@@ -912,46 +913,60 @@ class _Encoder:
             )
             top_p = None
         if self.family.one_sampling:
-            self.option_one_sampling(temperature, top_p)
-            if (
-                temperature is not None
-                and top_p is not None
-                and not self.sends("temperature")
-                and not self.sends("top_p")
-            ):
-                self.degradations.refuse(
-                    RequestField.TOP_P,
-                    f"{self.where} takes `temperature` or `top_p`, not both",
-                    instead="`top_p` was left out",
-                )
-                top_p = None
+            return self.one_sampling(temperature, top_p)
         return temperature, top_p
 
-    def option_one_sampling(self, temperature: float | None, top_p: float | None) -> None:
-        """Check the body option's `temperature` or `top_p` on a family that takes one of
-        them at a time (Anthropic answers 400 to both): beside the other the request gives
-        (`temperature`, `top_p`, as left to send) it is not sent, with a warning on
-        `options` (refused under `UnsupportedPolicy.ERROR`), as the request's own `top_p`
-        beside its `temperature` is not; the request's field of its name then goes, under
-        the request's own rule. The option's own pair is the caller's, sent as given."""
+    def one_sampling(
+        self, temperature: float | None, top_p: float | None
+    ) -> tuple[float | None, float | None]:
+        """The request's `temperature` and `top_p` left to send (those the body option
+        replaces already taken out) on a family that takes one of them at a time (Anthropic
+        answers 400 to both: "`temperature` and `top_p` cannot both be specified for this
+        model"). The request's own pair sends the temperature, `top_p` left out; the option's
+        one sends in place of the request's other, which is left out with a warning on its
+        field (refused under `UnsupportedPolicy.ERROR`): the option's fields replace
+        allama's. The option's own pair is the caller's, sent as given (as its sampling
+        beside its own thinking is)."""
         theirs = {
             key: self.option[key]
             for key in ("temperature", "top_p")
             if self.sends(key) and self.option[key] is not None
         }
-        if len(theirs) != 1:
-            return
+        if len(theirs) == 2:  # the caller's own pair, sent as given
+            return temperature, top_p
+        if temperature is not None and top_p is not None:
+            # (Neither replaced: the option gives none of them.)
+            self.degradations.refuse(
+                RequestField.TOP_P,
+                f"{self.where} takes `temperature` or `top_p`, not both",
+                instead="`top_p` was left out",
+            )
+            return temperature, None
+        if not theirs:
+            return temperature, top_p
         [(key, value)] = theirs.items()
-        other, given = ("top_p", top_p) if key == "temperature" else ("temperature", temperature)
-        if given is None or self.sends(other):  # (the option's `null` replaces the request's)
-            return
-        self.degradations.refuse(
-            RequestField.OPTIONS,
-            f"{_option_field(key)} ({_json(value)}) goes beside the request's `{other}` "
-            f"({_json(given)}), and {self.where} takes `temperature` or `top_p`, not both",
-            instead="it was not sent",
+        field, given = (
+            (RequestField.TOP_P, top_p)
+            if key == "temperature"
+            else (RequestField.TEMPERATURE, temperature)
         )
-        self.withheld.add(key)
+        if given is None:
+            return temperature, top_p
+        if (
+            self.request.temperature is not None
+            and self.request.top_p is not None
+            and key == "temperature"
+        ):
+            # The request's own pair leaves its `top_p` out whatever the option gives.
+            reason = f"{self.where} takes `temperature` or `top_p`, not both"
+        else:
+            reason = (
+                f"{_option_field(key)} ({_json(value)}) goes in place of the request's "
+                f"`{field}` ({_json(given)}), and {self.where} takes `temperature` or "
+                "`top_p`, not both"
+            )
+        self.degradations.refuse(field, reason, instead=f"`{field}` was left out")
+        return (None, top_p) if field is RequestField.TEMPERATURE else (temperature, None)
 
     def sends(self, key: str) -> bool:
         """Whether the body option's own `key` goes in the body, over allama's."""

@@ -284,8 +284,9 @@ class _Encoder:
     def as_utf8(self, raw: bytes, encoded: str, media_type: str, charset: str) -> str:
         """Text in `charset` (given by the part's media type or its data URL's) as base64
         of its UTF-8: the `mimeType` is sent without parameters, and Gemini reads text as
-        UTF-8. Text is any type `_is_text` names: JSON and XML too, which may name a charset
-        (`application/json; charset=utf-16`) as text/* does."""
+        UTF-8. Text is any type `_is_text` names: JSON, XML and code under application/*
+        too, which may name a charset (`application/x-python; charset=utf-16`) as text/*
+        does."""
         part = f"{'an' if media_type.startswith(('a', 'i')) else 'a'} {media_type} part"
         try:
             if text_codec(charset) == "utf-8":
