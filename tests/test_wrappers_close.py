@@ -1,4 +1,6 @@
-"""Closing a `RetryingProvider` ends the retries of the calls made before: one waiting out
+"""Closing a `RetryingProvider` ends the retries of the calls made before whose connections it
+closes (a sync call's, one on the closing loop or on a loop not running; a call on another
+loop running in another thread goes on, as `tests/test_loops_and_lifetimes.py` shows): one waiting out
 its backoff sends no further attempt (each would open new connections to what was closed,
 and be paid for) and raises the error it would have retried, its attempts recorded. A call
 made after the close goes on as a call to a closed provider does: over new connections,
@@ -166,22 +168,6 @@ def test_an_async_close_ends_the_backoff_and_sends_no_further_attempt(
                 pass
         else:
             await target.aclose()
-        try:
-            await asyncio.wait_for(task, WAIT)
-        except Exception as error:
-            return error
-        return None
-
-    _ended_by_close(asyncio.run(main()), server)
-
-
-def test_a_sync_close_from_another_thread_ends_an_async_backoff(server: _Server) -> None:
-    target, backoff = _retrying(server)
-
-    async def main() -> BaseException | None:
-        task = asyncio.create_task(target.achat(REQUEST))
-        await asyncio.to_thread(backoff.decided.wait, WAIT)
-        await asyncio.to_thread(target.close)
         try:
             await asyncio.wait_for(task, WAIT)
         except Exception as error:

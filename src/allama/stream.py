@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import sys
 import threading
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
@@ -33,6 +34,7 @@ from allama.errors import (
     RequestTimeoutError,
     ServerError,
     StreamDecodeError,
+    StreamError,
     reported_billing,
 )
 from allama.types import (
@@ -582,7 +584,10 @@ class AsyncChatStream:
 
     Closed by another task while one reads it, that read wakes and raises an `Error` that
     says the stream was closed (not retryable), or ends the stream, its answer whole, after
-    the `Finish` event."""
+    the `Finish` event. It belongs to the event loop it was opened on, where its connection
+    is: read on another (a second `asyncio.run`, whose first ended and closed what the
+    stream read from), it ends with a `StreamError` that says so (not retryable: the answer
+    may have come whole, and was paid for), its connection closed on its own loop."""
 
     def __init__(
         self,
@@ -595,7 +600,9 @@ class AsyncChatStream:
         self._events = events
         self._close = close
         self._closed = False
-        self._dropped = None if close is None else _when_adropped(self, close)
+        self._loop = _running_loop()
+        """The loop it was opened on (`None` made outside one): it is read there only."""
+        self._dropped = None if close is None else _when_adropped(self, self._loop, close)
         self._rules = _Rules(provider)
         self._on_close = on_close
         self._failure: BaseException | None = None
@@ -611,6 +618,11 @@ class AsyncChatStream:
     async def __anext__(self) -> StreamEvent:
         if self._rules.done:
             raise StopAsyncIteration
+        refused = self._read_elsewhere()
+        if refused is not None:  # before its source is touched: it is another loop's
+            self._rules.on_error(refused)
+            await self.aclose()
+            raise refused
         try:
             event = await self._read()
         except StopAsyncIteration:
@@ -653,6 +665,20 @@ class AsyncChatStream:
         if callable(source_close):
             await source_close()
 
+    def _read_elsewhere(self) -> Error | None:
+        """The error for a read on a loop other than the stream's: its connection and its
+        source are the other loop's (closed with it, once it ended). `asyncio.run` closes
+        the source as its loop ends, which read here would look like a stream cut short
+        (`IncompleteStreamError`, retryable: a retry pays again for an answer sent whole)."""
+        own = self._loop
+        if own is None or own is _running_loop():
+            return None
+        where = "an event loop that has ended" if own.is_closed() else "another event loop"
+        return StreamError(
+            f"the stream was opened on {where}: a stream is read on the event loop that "
+            "opened it (inside the same asyncio.run)"
+        ).mark_authored()
+
     async def response(self) -> ChatResponse:
         async for _ in self:
             pass
@@ -670,16 +696,27 @@ class AsyncChatStream:
         read_elsewhere = self._reading
         if self._dropped is not None:
             self._dropped.detach()
+        own = self._loop
+        try:
+            if own is not None and own is not _running_loop():
+                # Its connection and source are another loop's: closed there (nothing once
+                # that loop has ended, which ended them), as a dropped stream's are.
+                _close_on(own, lambda: self._release(read_elsewhere))
+            else:
+                await self._release(read_elsewhere)
+        finally:
+            if self._on_close is not None:
+                self._on_close(self._rules.collector, self._failure)
+
+    async def _release(self, read_elsewhere: bool) -> None:
+        """Close the connection (the `close` callback), and the event source unless a read
+        in flight in another task ends it itself."""
         try:
             if self._close is not None:
                 await self._close()
         finally:
-            try:
-                if not read_elsewhere:
-                    await self._close_source()
-            finally:
-                if self._on_close is not None:
-                    self._on_close(self._rules.collector, self._failure)
+            if not read_elsewhere:
+                await self._close_source()
 
     async def __aenter__(self) -> Self:
         return self
@@ -705,18 +742,28 @@ def _when_dropped(stream: ChatStream, close: Callable[[], None]) -> weakref.fina
     return dropped
 
 
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    """The event loop running in this thread, if one is (asyncio not loaded: none)."""
+    loaded = sys.modules.get("asyncio")
+    if loaded is None:
+        return None
+    try:
+        loop: asyncio.AbstractEventLoop = loaded.get_running_loop()
+    except RuntimeError:
+        return None
+    return loop
+
+
 def _when_adropped(
-    stream: AsyncChatStream, close: Callable[[], Awaitable[None]]
+    stream: AsyncChatStream,
+    loop: asyncio.AbstractEventLoop | None,
+    close: Callable[[], Awaitable[None]],
 ) -> weakref.finalize[Any, Any] | None:
     """`close` run on the stream's loop when `stream` is collected unclosed, as asyncio
     closes a dropped async generator (a task; a finaliser cannot await). None where no loop
     runs: a loop's client closes its connections once the loop has ended
     (`Transport.close`, or the next call on another loop)."""
-    import asyncio
-
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
+    if loop is None:
         return None
     dropped = weakref.finalize(stream, _close_on, loop, close)
     dropped.atexit = False

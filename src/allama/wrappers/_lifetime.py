@@ -6,7 +6,10 @@ inside it, so that a provider met twice (twice in a failover's list, or behind t
 wrappers) is closed once, and a provider without `close` (a caller's own, a mock) is
 left as it is: the `ChatProvider` protocol asks none of it. Each wrapper met on the way
 is told first (`_end_calls`): a retry waiting in a call made before the close makes no
-further attempt, which would open new connections to what was closed.
+further attempt, which would open new connections to what was closed. It is told where
+the close is made, for the calls it ends are those whose connections are closed: a sync
+`close()` closes the sync calls' and those of loops not running, `aclose()` the running
+loop's too; a call on another loop, running in another thread, goes on with its own.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ import inspect
 from typing import TYPE_CHECKING, Self
 
 if TYPE_CHECKING:
+    import asyncio
+
     from allama.provider import ChatProvider
 
 __all__ = ["Wrapper", "aclose_each", "close_each", "sent_through"]
@@ -27,22 +32,25 @@ class Wrapper:
         """The providers this one sends requests to."""
         raise NotImplementedError
 
-    def _end_calls(self) -> None:
-        """The calls made through this wrapper so far try nothing further: it is being
-        closed. Wrappers that make no attempt of their own have nothing to end."""
+    def _end_calls(self, closing: asyncio.AbstractEventLoop | None) -> None:
+        """The calls made through this wrapper so far whose connections a close on
+        `closing` (`None`: a sync `close()`) closes try nothing further. Wrappers that make
+        no attempt of their own have nothing to end."""
 
     def close(self) -> None:
         """Close the connections of the providers wrapped (each once, through the wrappers
         inside): those it can close from a sync call (`aclose` closes an event loop's)."""
         wrappers, providers = _walk(self)
-        _end_calls_of(wrappers)
+        _end_calls_of(wrappers, None)
         close_each(providers)
 
     async def aclose(self) -> None:
         """Close the connections of the providers wrapped, the running loop's too: with
         each one's `aclose`, or its `close` where it has no `aclose`."""
+        import asyncio  # loaded: this runs on a loop
+
         wrappers, providers = _walk(self)
-        _end_calls_of(wrappers)
+        _end_calls_of(wrappers, asyncio.get_running_loop())
         await aclose_each(providers)
 
     def __enter__(self) -> Self:
@@ -86,11 +94,12 @@ def _walk(provider: object) -> tuple[list[Wrapper], list[object]]:
     return wrappers, found
 
 
-def _end_calls_of(wrappers: list[Wrapper]) -> None:
-    """Tell each wrapper its calls so far try nothing further, before any provider is
-    closed: a retry woken by the close of its provider would open new connections."""
+def _end_calls_of(wrappers: list[Wrapper], closing: asyncio.AbstractEventLoop | None) -> None:
+    """Tell each wrapper its calls so far whose connections the close on `closing` closes
+    try nothing further, before any provider is closed: a retry woken by the close of its
+    provider would open new connections."""
     for wrapper in wrappers:
-        wrapper._end_calls()
+        wrapper._end_calls(closing)
 
 
 def close_each(providers: list[object]) -> None:

@@ -17,7 +17,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import TYPE_CHECKING, TypeVar, cast
+from typing import TYPE_CHECKING, Self, TypeVar, cast
 
 from pydantic import JsonValue
 
@@ -288,32 +288,49 @@ class _Attempts:
 
 
 class _Lifetime:
-    """A `RetryingProvider` between two closes. A call takes the current one as it begins;
-    a close ends it, and wakes the pauses of the calls that took it: they make no further
-    attempt (each would open new connections to what was closed, and be paid for). A call
-    begun after the close takes the next one, and goes on as a call to a closed provider
-    does: over new connections."""
+    """One retried call, from its first attempt to its last, and where it runs: on an event
+    loop, or in a thread (a sync call, `loop` None). A close that closes its connections
+    ends it, and wakes its pause: it makes no further attempt (each would open new
+    connections to what was closed, and be paid for)."""
 
-    __slots__ = ("_ended", "_lock", "_waiters")
+    __slots__ = ("_calls", "_ended", "_lock", "_waiters", "loop")
 
-    def __init__(self) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop | None, calls: _Calls) -> None:
+        self.loop = loop
+        self._calls = calls
         self._ended = threading.Event()
         self._lock = threading.Lock()
-        self._waiters: set[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = set()
+        self._waiters: set[asyncio.Future[None]] = set()
 
-    def __reduce__(self) -> tuple[type[_Lifetime], tuple[()]]:
-        return (_Lifetime, ())  # a copy (pickled, deep-copied) begins a lifetime of its own
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        # (A class's, not `contextlib.contextmanager`'s: an exception passing through is
+        # left as it is, one that refuses a traceback set on it too.)
+        self._calls.finished(self)
 
     @property
     def ended(self) -> bool:
         return self._ended.is_set()
 
+    def closed_by(self, closing: asyncio.AbstractEventLoop | None) -> bool:
+        """Whether a close made on `closing` (`None`: a sync `close()`) closes this call's
+        connections, as a provider's close does: a sync call's, a call's on a loop that is
+        not running, and the closing loop's own. A call on another loop, running in another
+        thread, goes on with its connections."""
+        loop = self.loop
+        return loop is None or loop is closing or not loop.is_running()
+
     def end(self) -> None:
-        """Safe from any thread, and from any loop: each waiter is woken on its own."""
+        """Safe from any thread, and from any loop: the pause is woken on its own loop."""
         self._ended.set()
         with self._lock:
             waiters = list(self._waiters)
-        for loop, waiter in waiters:
+        loop = self.loop
+        if loop is None:
+            return
+        for waiter in waiters:
             with contextlib.suppress(RuntimeError):  # its loop closed: nothing waits there
                 loop.call_soon_threadsafe(_release, waiter)
 
@@ -322,17 +339,48 @@ class _Lifetime:
         return self._ended.wait(seconds)
 
     async def until_ended(self) -> None:
-        loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[None] = loop.create_future()
-        entry = (loop, waiter)
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         with self._lock:
-            self._waiters.add(entry)
+            self._waiters.add(waiter)
         try:
             if not self.ended:  # (ended as it was added: no wake was sent to it)
                 await waiter
         finally:
             with self._lock:
-                self._waiters.discard(entry)
+                self._waiters.discard(waiter)
+
+
+class _Calls:
+    """The calls a `RetryingProvider` is making. A close ends those whose connections it
+    closes (`_Lifetime.closed_by`); a call begun after it goes on as a call to a closed
+    provider does: over new connections."""
+
+    __slots__ = ("_lock", "_running")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: set[_Lifetime] = set()
+
+    def __reduce__(self) -> tuple[type[_Calls], tuple[()]]:
+        return (_Calls, ())  # a copy (pickled, deep-copied) makes calls of its own
+
+    def begun(self, loop: asyncio.AbstractEventLoop | None) -> _Lifetime:
+        """A call begins, on `loop` (`None`: a sync call); it ends as its `with` does."""
+        lifetime = _Lifetime(loop, self)
+        with self._lock:
+            self._running.add(lifetime)
+        return lifetime
+
+    def finished(self, lifetime: _Lifetime) -> None:
+        with self._lock:
+            self._running.discard(lifetime)
+
+    def end(self, closing: asyncio.AbstractEventLoop | None) -> None:
+        with self._lock:
+            running = list(self._running)
+        for lifetime in running:
+            if lifetime.closed_by(closing):
+                lifetime.end()
 
 
 def _release(waiter: asyncio.Future[None]) -> None:
@@ -348,8 +396,11 @@ class RetryingProvider(Wrapper):
     comes out of the iteration as it is. The sleep functions, the
     random source and the clock can be replaced, so tests run instantly and repeatably.
     `close()`, `aclose()`, `with` and `async with` close the provider it wraps, and end
-    the calls made before: one waiting out a backoff makes no further attempt, and raises
-    the error it would have retried (with its attempts recorded), as a batch's stop does.
+    the calls made before whose connections they close: one waiting out a backoff makes no
+    further attempt, and raises the error it would have retried (with its attempts
+    recorded), as a batch's stop does. As a provider's connections, `close()` ends the sync
+    calls and those on loops not running, `aclose()` the running loop's too; a call on
+    another loop, running in another thread, goes on retrying.
 
     >>> from allama.mock import MockProvider
     >>> from allama.errors import ServerError
@@ -374,7 +425,7 @@ class RetryingProvider(Wrapper):
         self._async_sleep = async_sleep
         self._random = random
         self._clock = clock
-        self._lifetime = _Lifetime()
+        self._calls = _Calls()
 
     @property
     def name(self) -> str:
@@ -383,9 +434,8 @@ class RetryingProvider(Wrapper):
     def _wrapped(self) -> tuple[ChatProvider, ...]:
         return (self.inner,)
 
-    def _end_calls(self) -> None:
-        ending, self._lifetime = self._lifetime, _Lifetime()
-        ending.end()
+    def _end_calls(self, closing: asyncio.AbstractEventLoop | None) -> None:
+        self._calls.end(closing)
 
     def _attempts(self) -> _Attempts:
         return _Attempts(self.policy, self._clock, self._random)
@@ -404,9 +454,8 @@ class RetryingProvider(Wrapper):
     def _attempting(
         self, call: Callable[[], R], traced: _tracing.WrapperSpan | None
     ) -> tuple[R, _Attempts]:
-        lifetime = self._lifetime
         attempts = self._attempts()
-        with holding() as held:
+        with self._calls.begun(None) as lifetime, holding() as held:
             while True:
                 attempts.begin()
                 try:
@@ -445,9 +494,9 @@ class RetryingProvider(Wrapper):
     async def _aattempting(
         self, call: Callable[[], Awaitable[R]], traced: _tracing.WrapperSpan | None
     ) -> tuple[R, _Attempts]:
-        lifetime = self._lifetime
         attempts = self._attempts()
-        with holding() as held:
+        loop = asyncio.get_running_loop()
+        with self._calls.begun(loop) as lifetime, holding() as held:
             while True:
                 attempts.begin()
                 try:
