@@ -37,11 +37,14 @@ what most libraries do: re-parse the whole buffer with `pydantic_core.from_json(
 allow_partial=True)` and validate it after every chunk (quadratic), on the text alone.
 
 The rows are objects of five scalars (`--payload rows`, the default), or of three scalars,
-a list of two strings and an object of two numbers (`--payload nested`).
+a list of two strings and an object of two numbers (`--payload nested`), or of two scalars
+and an `Iterable` of two strings (`--payload tagged`: each snapshot gets iterators of its
+own); or the stream is one long text with escapes, its "rows" its sentences (`--payload
+text`), or a map of numbers, its "rows" its entries (`--payload map`).
 
 CPU time (`time.process_time`), best of a few runs, the cases measured in turn; the
 ratio of the best times, and the median ratio of runs measured one after the other. Run by
-hand: `python bench/bench_partial.py [--repeat N | N] [--smoke] [--payload rows|nested]
+hand: `python bench/bench_partial.py [--repeat N | N] [--smoke] [--payload PAYLOAD]
 [endpoint ...]`; endpoints by name (`openai`, `openai-compatible`, `openai-responses`,
 `anthropic`, `gemini`, `ollama`; all by default). `--smoke` runs the sizes a tenth as large
 (20 rows in 50 chunks, 200 in 500, 200 in 50), once, to check the wires quickly.
@@ -55,7 +58,7 @@ import json
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -132,20 +135,88 @@ def nested_document(rows: int) -> str:
     return json.dumps({"items": items})
 
 
+class Tagged(BaseModel):
+    sku: str
+    name: str
+    tags: Iterable[str]
+
+
+class Tags(BaseModel):
+    items: list[Tagged]
+
+
+def tagged_document(rows: int) -> str:
+    items = [
+        {"sku": f"SKU-{i:05d}", "name": f"Item number {i}", "tags": ["new", f"batch {i % 7}"]}
+        for i in range(rows)
+    ]
+    return json.dumps({"items": items})
+
+
+class Article(BaseModel):
+    title: str
+    body: str
+
+
+def article_document(rows: int) -> str:
+    sentence = 'Item {i} is "in stock".\n'
+    return json.dumps(
+        {"title": "Stock", "body": "".join(sentence.format(i=i) for i in range(rows))}
+    )
+
+
+class Prices(BaseModel):
+    prices: dict[str, float]
+
+
+def prices_document(rows: int) -> str:
+    return json.dumps({"prices": {f"SKU-{i:05d}": round(i * 1.25, 2) for i in range(rows)}})
+
+
+def tagged_plain(value: Any) -> Any:
+    """A value with `Iterable` rows as plain data, its iterators read through."""
+    return [(item.sku, item.name, list(item.tags)) for item in value.items]
+
+
 @dataclass(frozen=True)
 class Payload:
-    """What the stream carries: the type asked for, and its document for a number of rows."""
+    """What the stream carries: the type asked for, and its document for a number of rows
+    (sentences of a text, entries of a map); how much of the value a partial one holds, and
+    the value as compared (an `Iterable` read through)."""
 
     name: str
     description: str
-    type: type[Catalog] | type[Shelf]
+    type: type[BaseModel]
     document: Callable[[int], str]
+    size: Callable[[Any], int] = lambda value: len(value.items)
+    plain: Callable[[Any], Any] = lambda value: value
 
 
 PAYLOADS = {
     "rows": Payload("rows", "rows of five scalars", Catalog, document),
     "nested": Payload(
         "nested", "rows of three scalars, a list of text and an object", Shelf, nested_document
+    ),
+    "tagged": Payload(
+        "tagged",
+        "rows of two scalars and an `Iterable` of text",
+        Tags,
+        tagged_document,
+        plain=tagged_plain,
+    ),
+    "text": Payload(
+        "text",
+        "one long text with escapes (rows: its sentences)",
+        Article,
+        article_document,
+        size=lambda value: len(value.body),
+    ),
+    "map": Payload(
+        "map",
+        "a map of numbers (rows: its entries)",
+        Prices,
+        prices_document,
+        size=lambda value: len(value.prices),
     ),
 }
 
@@ -584,13 +655,18 @@ def enforcement(endpoint: Endpoint, tp: type[BaseModel]) -> SchemaEnforcement:
 
 
 def check(
-    endpoint: Endpoint, chat: HttpProvider, chunks: list[str], expected: Catalog | Shelf, kind: str
+    endpoint: Endpoint,
+    chat: HttpProvider,
+    chunks: list[str],
+    payload: Payload,
+    expected: Any,
+    kind: str,
 ) -> None:
     """That the stream streams: a text delta per chunk, a partial value part-way, the value,
-    the usage and the finish reason at the end."""
+    the usage and the finish reason at the end (`expected`, as `payload.plain` gives it)."""
     deltas = 0
     halfway: Any = None
-    with allama.extract_stream(chat, type(expected), endpoint.request()) as stream:
+    with allama.extract_stream(chat, payload.type, endpoint.request()) as stream:
         for event in stream:
             if isinstance(event, TextDelta):
                 deltas += 1
@@ -600,8 +676,10 @@ def check(
         extracted = stream.finish()
     name = endpoint.name
     assert deltas == len(chunks), (name, deltas, len(chunks))
-    assert halfway is not None and len(halfway.items) < len(expected.items), (name, halfway)
-    assert extracted.value == expected and last == expected, name
+    assert halfway is not None, name
+    assert payload.size(halfway) < payload.size(extracted.value), (name, halfway)
+    assert payload.plain(extracted.value) == expected, name
+    assert payload.plain(last) == expected, name
     assert extracted.metadata.enforcement == kind, (name, extracted.metadata.enforcement)
     response = extracted.response
     assert response.finish_reason == FinishReason.STOP, (name, response.finish_reason)
@@ -615,22 +693,23 @@ def check(
 
 
 def streamed(
-    endpoint: Endpoint, chat: HttpProvider, expected: Catalog | Shelf, read_partial: bool
+    endpoint: Endpoint, chat: HttpProvider, payload: Payload, expected: Any, read_partial: bool
 ) -> None:
-    with allama.extract_stream(chat, type(expected), endpoint.request()) as stream:
+    with allama.extract_stream(chat, payload.type, endpoint.request()) as stream:
         for _ in stream:
             if read_partial:
                 stream.partial  # noqa: B018 - reading it is what is measured
         last = stream.partial if read_partial else None
         value = stream.finish().value
-    assert value == expected
+    plain = payload.plain
+    assert plain(value) == expected
     # The stream's last partial value is the finished one (compared again only if it is
     # not the same object, so that both sides pay for one comparison).
-    assert not read_partial or last is value or last == value
+    assert not read_partial or last is value or plain(last) == expected
 
 
-def reparse_every_chunk(chunks: list[str], expected: Catalog | Shelf) -> None:
-    adapter = TypeAdapter(type(expected))
+def reparse_every_chunk(chunks: list[str], payload: Payload, expected: Any) -> None:
+    adapter = TypeAdapter(payload.type)
     buffer = ""
     value = None
     for chunk in chunks:
@@ -640,7 +719,7 @@ def reparse_every_chunk(chunks: list[str], expected: Catalog | Shelf) -> None:
             value = adapter.validate_python(parsed, experimental_allow_partial=True)
         except ValidationError:
             value = None
-    assert value == expected
+    assert payload.plain(value) == expected
 
 
 def best_cpu(runs: list[Callable[[], None]], repeat: int) -> list[float]:
@@ -735,14 +814,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         kind = kinds[endpoint.name] = enforcement(endpoint, payload.type)
         for rows, count in sizes:
             text = payload.document(rows)
-            expected = payload.type.model_validate_json(text)
+            expected = payload.plain(payload.type.model_validate_json(text))
             chunks = chunked(text, count)
             chat = endpoint.provider(endpoint.wire(chunks, endpoint.model, schema))
-            check(endpoint, chat, chunks, expected, kind)
+            check(endpoint, chat, chunks, payload, expected, kind)
             partials, onces = cpu_times(
                 [
-                    functools.partial(streamed, endpoint, chat, expected, True),
-                    functools.partial(streamed, endpoint, chat, expected, False),
+                    functools.partial(streamed, endpoint, chat, payload, expected, True),
+                    functools.partial(streamed, endpoint, chat, payload, expected, False),
                 ],
                 repeat,
             )
@@ -761,9 +840,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
     rows, count = large
     text = payload.document(rows)
-    expected = payload.type.model_validate_json(text)
+    expected = payload.plain(payload.type.model_validate_json(text))
     chunks = chunked(text, count)
-    (reparse,) = best_cpu([lambda: reparse_every_chunk(chunks, expected)], max(1, repeat // 2))
+    (reparse,) = best_cpu(
+        [lambda: reparse_every_chunk(chunks, payload, expected)], max(1, repeat // 2)
+    )
     print(
         f"re-parsing the buffer after every chunk ({rows:,} rows, {count:,} chunks, text "
         f"alone): {reparse * 1e3:.1f} ms"

@@ -10,6 +10,7 @@ prefix, a shorter list, an object with fewer fields). At the end it equals the v
 from __future__ import annotations
 
 import asyncio
+import copy
 import dataclasses
 import datetime
 import itertools
@@ -18,6 +19,7 @@ import sys
 import types
 import typing
 import warnings
+from collections.abc import Iterable, Iterator
 from typing import Annotated, Any, Literal, NotRequired
 
 import pytest
@@ -1483,3 +1485,303 @@ def test_a_dataclass_whose_class_cannot_be_hashed_is_previewed_field_by_field() 
         ("ab", 3)
     ]
     assert seen[-1] == UnhashableTally("ab", 3)
+
+
+# Reading after every chunk stays linear on other shapes too (rows that hold an `Iterable`,
+# a long text being written, a map), and what each read shows is what a reader given the
+# text so far at once shows; a snapshot, or a part of one, kept stays as it was read, and
+# each snapshot's iterators are its own.
+
+
+class TaggedLine(BaseModel):
+    sku: str
+    tags: Iterable[str]
+
+
+class Sheet(BaseModel):
+    title: str
+    lines: list[TaggedLine]
+    prices: dict[str, float]
+    groups: dict[str, dict[str, int]]
+
+
+_WORDS = st.text(st.sampled_from(list('ab "\\\n/\u00e9\U0001f600\x01')), max_size=10)
+
+
+@st.composite
+def _sheets(draw: st.DrawFn) -> str:
+    lines = st.fixed_dictionaries({"sku": _WORDS, "tags": st.lists(_WORDS, max_size=3)})
+    document = {
+        "title": draw(_WORDS),
+        "lines": draw(st.lists(lines, max_size=6)),
+        "prices": draw(st.dictionaries(_WORDS, st.integers(-999, 999).map(lambda n: n / 4))),
+        "groups": draw(
+            st.dictionaries(_WORDS, st.dictionaries(_WORDS, st.integers(-9, 9), max_size=3))
+        ),
+    }
+    return json.dumps(document, ensure_ascii=draw(st.booleans()))
+
+
+def _plain(value: Any) -> Any:
+    """A preview as plain data, its iterators read through (so a snapshot whose iterator
+    another one's reading emptied shows it)."""
+    if isinstance(value, BaseModel):
+        fields = {name: _plain(item) for name, item in value.__dict__.items()}
+        return type(value).__name__, sorted(value.model_fields_set), fields
+    if isinstance(value, Iterator):
+        return "iterator", [_plain(item) for item in value]
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    return value
+
+
+def _read_at_once(tp: Any, text: str, ended: bool = False) -> Any:
+    """The partial value of a reader given `text` in one piece."""
+    from allama.extract._partial import PartialValue
+
+    partial: PartialValue[Any] = PartialValue(tp)
+    partial.feed(text)
+    if ended:
+        partial.end()
+    return partial.value()
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    text=_sheets(),
+    cuts=st.lists(st.integers(0, 10_000), max_size=60),
+    plan=st.lists(st.integers(0, 4), min_size=1, max_size=8),
+)
+def test_each_read_shows_what_the_text_so_far_read_at_once_shows(
+    text: str, cuts: list[int], plan: list[int]
+) -> None:
+    from allama.extract._partial import PartialValue
+
+    partial: PartialValue[Sheet] = PartialValue(Sheet)
+    kept: list[tuple[Any, Any]] = []
+    fed = ""
+    for index, chunk in enumerate(split_at(text, cuts)):
+        partial.feed(chunk)
+        fed += chunk
+        value = partial.value()
+        action = plan[index % len(plan)]
+        if action == 0:  # read through at once (its iterators too), then let go
+            assert _plain(value) == _plain(_read_at_once(Sheet, fed))
+        elif action == 1:  # kept whole, read through at the end
+            kept.append((value, _read_at_once(Sheet, fed)))
+        elif action == 2 and value is not None and getattr(value, "lines", None):
+            # A row kept (or its iterator, or the map being written), the snapshot let go.
+            reference = _read_at_once(Sheet, fed)
+            kept.append((value.lines[-1], reference.lines[-1]))
+            kept.append(
+                (value.lines[0].__dict__.get("tags"), reference.lines[0].__dict__.get("tags"))
+            )
+            kept.append((value.__dict__.get("prices"), reference.__dict__.get("prices")))
+        # (3, 4: let go unread)
+        del value
+    partial.end()
+    assert _plain(partial.value()) == _plain(_read_at_once(Sheet, text, ended=True))
+    final = Sheet.model_validate_json(text)
+    assert _plain(partial.value()) == _plain(final)
+    assert [_plain(value) for value, _ in kept] == [_plain(reference) for _, reference in kept]
+
+
+def _iterable_rows(rows: int) -> str:
+    lines = [{"sku": f"S{i}", "tags": ["a", f"t{i}"]} for i in range(rows)]
+    return json.dumps({"title": "t", "lines": lines, "prices": {}, "groups": {}})
+
+
+def test_each_snapshot_of_rows_holding_an_iterable_has_iterators_of_its_own() -> None:
+    """A snapshot kept, a row of it kept, an iterator of it kept, or one read partly or
+    through: every other snapshot's iterators are whole."""
+    from allama.extract._partial import PartialValue
+
+    text = _iterable_rows(30)
+    partial: PartialValue[Sheet] = PartialValue(Sheet)
+    snapshots, rows, iterators = [], [], []
+
+    def tags(lines: list[TaggedLine]) -> list[list[str]]:
+        """The tags of the rows whose tags have come, read through."""
+        return [list(line.tags) for line in lines if "tags" in line.__dict__]
+
+    def expected(count: int) -> list[list[str]]:
+        return [["a", f"t{i}"] for i in range(count)]
+
+    for index, start in enumerate(range(0, len(text), 9)):
+        partial.feed(text[start : start + 9])
+        value = partial.value()
+        lines = [] if value is None else value.__dict__.get("lines", [])
+        if len(lines) < 2:
+            continue
+        if index % 11 == 0:
+            snapshots.append(value)
+        elif index % 11 == 3:
+            rows.append(lines[0])
+        elif index % 11 == 5:
+            iterators.append(lines[0].tags)
+        elif index % 11 == 7:
+            next(lines[0].tags)  # read partly
+        elif index % 11 == 9:
+            shown = tags(lines)
+            assert shown == expected(len(shown))
+        del value, lines
+    partial.end()
+    final = partial.value()
+    assert final is not None
+    assert [line.sku for line in final.lines] == [f"S{i}" for i in range(30)]
+    assert tags(final.lines) == expected(30)
+    assert snapshots and rows and iterators
+    for snapshot in snapshots:
+        shown = tags(snapshot.lines)
+        assert len(shown) > 0 and shown == expected(len(shown))
+    assert [list(row.tags) for row in rows] == [["a", "t0"]] * len(rows)
+    assert [list(tags) for tags in iterators] == [["a", "t0"]] * len(iterators)
+
+
+@pytest.mark.skipif(sys.implementation.name != "cpython", reason="reference counts tell")
+def test_rows_holding_an_iterable_are_copied_once_each_where_snapshots_are_let_go(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each read gives each completed row iterators of its own: a copy of the row, made
+    again only where the caller kept the last one (or its iterator, or read it)."""
+    from allama.extract._partial import PartialValue
+
+    copies = 0
+    reading = False
+    real = copy.copy
+
+    def counted(value: Any) -> Any:
+        nonlocal copies
+        copies += reading and type(value) is TaggedLine
+        return real(value)
+
+    monkeypatch.setattr(copy, "copy", counted)
+    rows = 200
+    text = _iterable_rows(rows)
+    partial: PartialValue[Sheet] = PartialValue(Sheet)
+    reads = 0
+    for start in range(0, len(text), 8):
+        partial.feed(text[start : start + 8])
+        reading = True
+        partial.value()
+        reading = False
+        reads += 1
+    assert reads > 900
+    # Once each as it completes (and the row being written, whose tags have come), then
+    # once each as the list ends and as the value does (each a list of its own); before,
+    # every completed row on every read: about `rows * reads / 2`.
+    assert copies < 4 * rows
+
+
+def test_a_long_text_being_written_is_decoded_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read decodes the text that came since the last one (and an escape cut off at its
+    end), not the whole text so far."""
+    from allama.extract._partial import PartialValue
+
+    decoded = 0
+    real = json.loads
+
+    def counted(text: Any, *args: Any, **kwargs: Any) -> Any:
+        nonlocal decoded
+        decoded += len(text)
+        return real(text, *args, **kwargs)
+
+    monkeypatch.setattr(json, "loads", counted)
+    body = json.dumps('He said "caf\u00e9 \U0001f600".\n' * 300)
+    text = '{"body": ' + body + "}"
+    partial: PartialValue[Any] = PartialValue(dict[str, str])
+    shown = []
+    for start in range(0, len(text), 7):
+        partial.feed(text[start : start + 7])
+        value = partial.value()
+        shown.append(None if value is None else value.get("body"))
+    assert decoded < 3 * len(body)  # (before: the whole text so far on every read)
+    assert shown[-1] == real(body)
+    texts = [text for text in shown if text is not None]
+    assert all(real(body).startswith(text) for text in texts)
+    assert all(after.startswith(before) for before, after in itertools.pairwise(texts))
+    assert len(set(texts)) > 1_000  # it grows with (nearly) every chunk
+
+
+@pytest.mark.parametrize(
+    ("pieces", "expected"),
+    [
+        # An escape cut off, and half a surrogate pair, wait for the rest of them.
+        (['"caf\\u00', "e9 \\ud83d", "\\ude00 ok"], ["caf", "café ", "café 😀 ok"]),
+        (['"a\\', '"b\\\\', "\\", "nc"], ["a", 'a"b\\', 'a"b\\', 'a"b\\\nc']),
+        # Half a pair alone ends the text shown there, whatever comes after it.
+        (['"ok \\ud83d', " x", "\\u00e9"], ["ok ", "ok ", "ok "]),
+        # Not JSON (a raw control character): shown as written, as before.
+        (['"a\\n', "\x01b"], ["a\n", "a\\n\x01b"]),
+    ],
+)
+def test_a_text_being_written_shows_what_has_come_of_it(
+    pieces: list[str], expected: list[str]
+) -> None:
+    from allama.extract._partial import PartialValue
+
+    partial: PartialValue[Any] = PartialValue(dict[str, str])
+    partial.feed('{"body": ')
+    shown = []
+    for piece in pieces:
+        partial.feed(piece)
+        value = partial.value()
+        shown.append(None if value is None else value.get("body"))
+    assert shown == expected
+
+
+def test_a_map_being_written_kept_never_changes_and_one_let_go_is_brought_up_to_date() -> None:
+    from allama.extract._partial import PartialValue
+
+    entries = {f"k{i}": i / 2 for i in range(300)}
+    text = json.dumps({"title": "t", "lines": [], "prices": entries, "groups": {}})
+    partial: PartialValue[Sheet] = PartialValue(Sheet)
+    kept: list[tuple[dict[str, float], dict[str, float]]] = []
+    for index, start in enumerate(range(0, len(text), 6)):
+        partial.feed(text[start : start + 6])
+        value = partial.value()
+        prices = None if value is None else value.__dict__.get("prices")
+        if prices is None:
+            continue
+        assert list(prices.items()) == list(entries.items())[: len(prices)]
+        if index % 13 == 0:
+            kept.append((prices, dict(prices)))
+        del value, prices
+    partial.end()
+    final = partial.value()
+    assert final is not None and final.prices == entries
+    assert len(kept) > 50
+    assert all(prices == copied for prices, copied in kept)
+
+
+class Tagging(BaseModel):
+    lines: list[TaggedLine]
+
+
+def test_a_list_of_rows_the_caller_changed_and_let_go_leaves_the_next_one_whole() -> None:
+    """The list of rows with an `Iterable` a snapshot holds is the caller's to change: one
+    changed (an item taken out, or put in) and let go is not handed out again."""
+    from allama.extract._partial import PartialValue
+
+    text = _iterable_rows(40)
+    partial: PartialValue[Tagging] = PartialValue(Tagging)
+    changed = 0
+    for start in range(0, len(text), 5):
+        partial.feed(text[start : start + 5])
+        value = partial.value()
+        lines = [] if value is None else value.__dict__.get("lines", [])
+        done = lines[:-1]  # (the last may be the row being written)
+        assert [line.sku for line in done] == [f"S{i}" for i in range(len(done))]
+        if len(lines) > 1:
+            if changed % 2:
+                lines.pop(0)
+            else:
+                lines.append(lines[0])
+            changed += 1
+        del value, lines
+    partial.end()
+    final = partial.value()
+    assert final is not None and [line.sku for line in final.lines] == [f"S{i}" for i in range(40)]
+    assert changed > 200

@@ -15,8 +15,10 @@ pydantic-core in one call once it closes (rows of scalars that closed in the sam
 a list in one call). Reading the partial value
 rebuilds only the open path from the root to the value being written (a shallow copy of
 each open container, with the open child in place), so a snapshot never changes afterwards
-and reading after every chunk stays linear in the chunks. Re-parsing the whole buffer on
-every chunk, as most libraries do, is quadratic.
+and reading after every chunk stays linear in the chunks where the caller lets each
+snapshot go: the lists and maps along the path are then brought up to date in place, and
+text being written decoded as it grows (one the caller holds is copied instead). Re-parsing
+the whole buffer on every chunk, as most libraries do, is quadratic.
 
 The preview follows the rules `finish()` applies: a `null` sent for a field whose type does
 not admit it (a strict-mode stand-in) is left out so the default applies. Only text is shown
@@ -42,12 +44,14 @@ ends the preview there.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import copy
 import dataclasses
 import datetime
 import decimal
 import enum
+import itertools
 import json
 import re
 import sys
@@ -307,65 +311,87 @@ def _hold(value: Any) -> Any:
     return _MISSING
 
 
-def _fresh(value: Any) -> Any:
+def _fresh(value: Any, made: _Given | None = None) -> Any:
     """A snapshot of the partial value with each `_Items` in it a new iterator over its items
-    (the objects around them copied): reading one snapshot's leaves the next one's whole."""
-    return _swapped(value, _iterator)
+    (the objects around them copied): reading one snapshot's leaves the next one's whole.
+    What it makes is recorded in `made`, where given (`_Given`)."""
+    if made is None:
+        return _swapped(value, _iterator)
+    return _swapped(value, lambda part: _iterator(part, made), made)
 
 
-def _iterator(value: Any) -> Any:
+def _iterator(value: Any, made: _Given | None = None) -> Any:
     if type(value) is _Items:
-        return iter([_fresh(item) for item in value.items])
+        items = [_fresh(item, made) for item in value.items]
+        iterator = iter(items)
+        if made is not None:
+            made.iterators.append(iterator)
+            made.lengths.append(len(items))
+        return iterator
     return _MISSING
 
 
-def _swapped(value: Any, swap: Callable[[Any], Any]) -> Any:
+def _swapped(value: Any, swap: Callable[[Any], Any], made: _Given | None = None) -> Any:
     """`value` with each part `swap` gives a replacement for (not `_MISSING`) replaced: the
-    lists, maps, tuples, models and dataclasses around one copied, the rest shared."""
+    lists, maps, tuples, models and dataclasses around one copied (each copy recorded in
+    `made`, where given), the rest shared."""
     done = swap(value)
     if done is not _MISSING:
         return done
     kind = type(value)
     if kind in _ATOMS:
         return value
+    copied: Any
     if kind is list or isinstance(value, tuple):
-        items = [_swapped(item, swap) for item in value]
+        items = [_swapped(item, swap, made) for item in value]
         if all(new is old for new, old in zip(items, value, strict=True)):
             return value
         if kind is list or kind is tuple:
-            return items if kind is list else tuple(items)
-        make = getattr(kind, "_make", None)  # a named tuple
-        return value if make is None else make(items)
-    if kind is dict:
-        entries = {key: _swapped(item, swap) for key, item in value.items()}
+            copied = items if kind is list else tuple(items)
+        else:
+            make = getattr(kind, "_make", None)  # a named tuple
+            if make is None:
+                return value
+            copied = make(items)
+    elif kind is dict:
+        entries = {key: _swapped(item, swap, made) for key, item in value.items()}
         if all(entries[key] is item for key, item in value.items()):
             return value
-        return entries
-    model = isinstance(value, BaseModel)
-    if not model and not (dataclasses.is_dataclass(value) and not isinstance(value, type)):
-        return value
-    names = list(value.__dict__) if model else [field.name for field in dataclasses.fields(value)]
-    changed: dict[str, Any] = {}
-    for name in names:
-        old = value.__dict__[name] if model else getattr(value, name, None)
-        new = _swapped(old, swap)
-        if new is not old:
-            changed[name] = new
-    return _replaced(value, changed)
+        copied = entries
+    else:
+        model = isinstance(value, BaseModel)
+        if not model and not (dataclasses.is_dataclass(value) and not isinstance(value, type)):
+            return value
+        names = (
+            list(value.__dict__) if model else [field.name for field in dataclasses.fields(value)]
+        )
+        changed: dict[str, Any] = {}
+        for name in names:
+            old = value.__dict__[name] if model else getattr(value, name, None)
+            new = _swapped(old, swap, made)
+            if new is not old:
+                changed[name] = new
+        return _replaced(value, changed, made)
+    if made is not None:
+        made.made.append(copied)
+    return copied
 
 
-def _replaced(value: Any, changed: dict[str, Any]) -> Any:
+def _replaced(value: Any, changed: dict[str, Any], made: _Given | None = None) -> Any:
     """A copy of a model or a dataclass `value` with the fields `changed` (name → value)
-    set, bypassing validation (and a frozen class's guard); `value` itself where none is."""
+    set, bypassing validation (and a frozen class's guard); `value` itself where none is.
+    The copy is recorded in `made`, where given."""
     if not changed:
         return value
-    made = copy.copy(value)
+    copied = copy.copy(value)
     for name, new in changed.items():
-        if isinstance(made, BaseModel):
-            made.__dict__[name] = new
+        if isinstance(copied, BaseModel):
+            copied.__dict__[name] = new
         else:
-            object.__setattr__(made, name, new)
-    return made
+            object.__setattr__(copied, name, new)
+    if made is not None:
+        made.made.append(copied)
+    return copied
 
 
 _ATOMS = frozenset({str, int, float, bool, type(None), bytes})
@@ -511,7 +537,7 @@ class _Object:
 
     @property
     def iterables(self) -> bool:
-        """Whether an `Iterable` may be in the object (`_fresh_as`)."""
+        """Whether an `Iterable` may be in the object (`_Fresh`)."""
         if self._iterables is None:
             self._iterables = _holds_iterable(TypeAdapter(self.tp).core_schema)
         return self._iterables
@@ -657,43 +683,189 @@ class _Map:
 _Shape = _Leaf | _Object | _List | _Map
 
 
-def _fresh_as(shape: _Shape | None, value: Any) -> Any:
-    """`_fresh`, led by the shape of the value: what its type says holds no `Iterable` (a
-    long list of rows without one) is not walked, on each read. An untyped value is JSON as
-    it was read; a value validated whole (a leaf's) is walked all through."""
-    if shape is None or value is None or not shape.iterables:
-        return value
-    if isinstance(shape, _Leaf) or (isinstance(shape, _List | _Map) and shape.whole is not None):
-        return _fresh(value)
-    if isinstance(shape, _List):
-        if type(value) is not list:
-            return _fresh(value)
-        items = [_fresh_as(shape.item, item) for item in value]
-        same = all(new is old for new, old in zip(items, value, strict=True))
-        return value if same else items
-    if isinstance(shape, _Map):
-        if type(value) is not dict:
-            return _fresh(value)
-        entries = {key: _fresh_as(shape.value, item) for key, item in value.items()}
-        return value if all(entries[key] is item for key, item in value.items()) else entries
-    fields = shape.by_name
-    if type(value) is dict:  # a `TypedDict`
-        typed = {key: _fresh_as(fields.get(key), item) for key, item in value.items()}
-        return value if all(typed[key] is item for key, item in value.items()) else typed
-    if isinstance(value, BaseModel):
-        state = value.__dict__
-    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-        state = {
-            field.name: getattr(value, field.name, None) for field in dataclasses.fields(value)
-        }
-    else:
-        return _fresh(value)
-    changed = {}
-    for name, old in state.items():
-        new = _fresh_as(fields.get(name), old)
-        if new is not old:
-            changed[name] = new
-    return _replaced(value, changed)
+def _most_held(objects: list[Any]) -> int:
+    """The highest reference count among `objects`, as `sys.getrefcount` sees each."""
+    return max(map(sys.getrefcount, objects), default=0)
+
+
+def _calibrate_held() -> int:
+    """What `_most_held` sees of an object two lists hold and nothing else (`_Given`'s
+    records): more means the caller holds it too. -1 where reference counts do not tell
+    (nothing is then handed out again)."""
+    if sys.implementation.name != "cpython":
+        return -1
+    records: list[Any] = [object()]
+    holder = [records[0]]
+    seen = _most_held(records)
+    return seen if _most_held([holder[0], holder]) > seen else -1
+
+
+_HELD_TWICE = _calibrate_held()
+_LEFT: Callable[[Any], int] = getattr(type(iter([])), "__length_hint__")  # noqa: B009
+"""How many items a list's iterator has left to give (one never read: all of them)."""
+
+
+class _Given:
+    """A list's copy handed out by the last read where its items hold an `Iterable`
+    (`_Fresh`), each copied item made with iterators of its own. It is handed out again
+    (brought up to date in place, as `_Frame.with_tail` does) where the caller let it go:
+    the copies of the items before the first one the caller holds, or one of whose
+    iterators they hold or have started reading, are kept; that one on is made again. The
+    caller holding the list itself (the last snapshot kept) has every item made again."""
+
+    __slots__ = ("copies", "iterators", "lengths", "made", "marks", "sources")
+
+    def __init__(self) -> None:
+        # The items of the scanner's list the copies were made from, in order (the list is
+        # not held: `_Frame.with_tail` updates it in place where nothing else does).
+        self.sources: list[Any] = []
+        self.copies: list[Any] = []  # the list handed out
+        self.made: list[Any] = []  # what was made for the copies (models, lists, maps...)
+        self.iterators: list[Any] = []  # the iterators made for them, and their lengths
+        self.lengths: list[int] = []
+        # For each item: how many of `made` and of `iterators` were made up to it.
+        self.marks: list[tuple[int, int]] = []
+
+    def kept(self) -> int:
+        """How many of the copies may be handed out again (-1: not the list itself)."""
+        # (No name here for the list: it would hold it once more.)
+        if _HELD_TWICE < 0 or _most_held([self.copies]) > _HELD_TWICE:
+            return -1
+        if len(self.copies) != len(self.sources):
+            return -1  # the caller took an item out of it, or put one in: theirs
+        count = len(self.copies)
+        made, iterators = self.made, self.iterators
+        if _most_held(made) > _HELD_TWICE:
+            first = next(i for i, n in enumerate(map(sys.getrefcount, made)) if n > _HELD_TWICE)
+            count = min(count, bisect.bisect_right([m for m, _ in self.marks], first))
+        if iterators and (
+            _most_held(iterators) > _HELD_TWICE or list(map(_LEFT, iterators)) != self.lengths
+        ):
+            counts = map(sys.getrefcount, iterators)
+            first = next(
+                i
+                for i, (n, left, length) in enumerate(
+                    zip(counts, map(_LEFT, iterators), self.lengths, strict=True)
+                )
+                if n > _HELD_TWICE or left != length
+            )
+            count = min(count, bisect.bisect_right([i for _, i in self.marks], first))
+        return count
+
+    def cut(self, count: int) -> None:
+        """Keep the copies of the first `count` items only."""
+        if count == len(self.copies):
+            return
+        made, iterators = self.marks[count - 1] if count else (0, 0)
+        del self.sources[count:], self.copies[count:], self.marks[count:]
+        del self.made[made:], self.iterators[iterators:], self.lengths[iterators:]
+
+
+class _Fresh:
+    """`_fresh`, led by the shape of the value, for each read of a partial value whose type
+    holds an `Iterable`: what its type says holds no `Iterable` (a long list of rows without
+    one) is not walked. A list of items that hold one (rows with an `Iterable` field) has
+    the copies of its items that the caller let go handed out again (`_Given`), so that a
+    read costs the items that arrived since the last one, not every item so far."""
+
+    __slots__ = ("given",)
+
+    def __init__(self) -> None:
+        self.given: dict[int, _Given] = {}
+
+    def snapshot(self, shape: _Shape, value: Any) -> Any:
+        """`value`, the partial value (the scanner's), with iterators of its own."""
+        last = self.given
+        self.given = {}
+        return self._as(shape, value, last, None)
+
+    def _as(
+        self, shape: _Shape | None, value: Any, last: dict[int, _Given], made: _Given | None
+    ) -> Any:
+        """`value` of `shape` with iterators of its own; what is made recorded in `made`
+        (inside an item of a list whose copies are kept), where given."""
+        if shape is None or value is None or not shape.iterables:
+            return value
+        if isinstance(shape, _Leaf) or (
+            isinstance(shape, _List | _Map) and shape.whole is not None
+        ):
+            return _fresh(value, made)
+        if isinstance(shape, _List):
+            if type(value) is not list:
+                return _fresh(value, made)
+            if made is None and id(value) not in self.given:
+                return self._list(shape.item, value, last)
+            items = [self._as(shape.item, item, last, made) for item in value]
+            if all(new is old for new, old in zip(items, value, strict=True)):
+                return value
+            if made is not None:
+                made.made.append(items)
+            return items
+        if isinstance(shape, _Map):
+            if type(value) is not dict:
+                return _fresh(value, made)
+            entries = {key: self._as(shape.value, item, last, made) for key, item in value.items()}
+            if all(entries[key] is item for key, item in value.items()):
+                return value
+            if made is not None:
+                made.made.append(entries)
+            return entries
+        fields = shape.by_name
+        if type(value) is dict:  # a `TypedDict`
+            typed = {
+                key: self._as(fields.get(key), item, last, made) for key, item in value.items()
+            }
+            if all(typed[key] is item for key, item in value.items()):
+                return value
+            if made is not None:
+                made.made.append(typed)
+            return typed
+        if isinstance(value, BaseModel):
+            state = value.__dict__
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+            state = {
+                field.name: getattr(value, field.name, None) for field in dataclasses.fields(value)
+            }
+        else:
+            return _fresh(value, made)
+        changed = {}
+        for name, old in state.items():
+            new = self._as(fields.get(name), old, last, made)
+            if new is not old:
+                changed[name] = new
+        return _replaced(value, changed, made)
+
+    def _list(self, item: _Shape, value: list[Any], last: dict[int, _Given]) -> list[Any]:
+        """A list on the path from the root (not inside an item copied): its copy handed out
+        last, brought up to date, where the caller let it go. The scanner's list is brought
+        up to date in place (`_Frame.with_tail`): its items before the last one it had at
+        the last read are the same; the last may have been the item being written. The list
+        is known by its identity, its items checked to be the ones copied."""
+        given = last.get(id(value))
+        count = -1 if given is None else given.kept()
+        if given is not None and count >= 0:
+            sources = given.sources
+            count = min(count, len(value))
+            if count and count == len(sources) and value[count - 1] is not sources[count - 1]:
+                count -= 1
+            given.cut(count)
+            # The same items (a list in another place since, or not: its copies fit it),
+            # told by identity where they are the same (no item's `__eq__` runs then).
+            try:
+                if value[:count] != sources:
+                    count = -1
+            except Exception:  # an item's own `__eq__`
+                count = -1
+        if given is None or count < 0:
+            given = _Given()
+        self.given[id(value)] = given
+        sources, copies, marks = given.sources, given.copies, given.marks
+        for index in range(len(sources), len(value)):
+            source = value[index]
+            sources.append(source)
+            copies.append(self._as(item, source, last, given))
+            marks.append((len(given.made), len(given.iterators)))
+        return copies
 
 
 def _builder(tp: Any, fields: dict[str, tuple[str, Any]]) -> Callable[[dict[str, Any]], Any]:
@@ -1490,6 +1662,76 @@ def _decode_open(body: str) -> str:
     return text if lone is None else text[: lone.start()]
 
 
+class _OpenText:
+    """The text shown of a string being written, as `_decode_open` gives it for the whole
+    body so far, decoded as it grows: each read decodes the pieces that came since the last
+    (and the end of the last kept back: an escape cut off, the first half of a surrogate
+    pair), so that a long text read after every chunk costs its length once, not on every
+    read. A body with no escape is shown as written; a body that does not decode (a bad
+    escape, a raw control character: `finish()` refuses either) is decoded whole."""
+
+    __slots__ = ("broken", "escaped", "kept", "pieces", "stopped", "taken", "text")
+
+    def __init__(self, pieces: list[str]) -> None:
+        self.pieces = pieces  # the scanner's pieces of the body, growing
+        self.taken = 0  # how many of them are in `text` (or `kept`)
+        self.text = ""
+        self.kept = ""  # the raw end held back for the next read
+        self.escaped = False  # an escape came: the body is decoded, not shown as written
+        self.stopped = False  # half a surrogate pair alone: the text shown stops there
+        self.broken = False  # the body does not decode: decoded whole, as it is shown
+
+    def shown(self) -> str:
+        pieces = self.pieces
+        if self.broken:
+            return _decode_open("".join(pieces))
+        new = "".join(pieces[self.taken :]) if len(pieces) - self.taken != 1 else pieces[-1]
+        self.taken = len(pieces)
+        if not self.escaped:
+            if "\\" not in new:
+                return self._grown(new)
+            self.escaped = True  # decoded from the start, as `_decode_open` decodes it
+            raw = self.text + new
+            self.text = ""
+        else:
+            raw = self.kept + new
+        cut = raw.rfind("\\")
+        kept = ""
+        if cut >= 0:
+            # An escape at the very end may be incomplete: `\`, `\u12`.
+            incomplete = len(raw) - cut < 2 or (raw[cut + 1] == "u" and len(raw) - cut < 6)
+            if incomplete and not _escaped_backslash(raw, cut):
+                raw, kept = raw[:cut], raw[cut:]
+        try:
+            text: str = json.loads(f'"{raw}"')
+        except ValueError:
+            self.broken = True  # (decoded on, past a stop: a break after it shows)
+            return _decode_open("".join(pieces))
+        if text and "\ud800" <= text[-1] <= "\udbff":
+            # The first half of a surrogate pair waits for its second half, as written.
+            text = text[:-1]
+            back = 1 if "\ud800" <= raw[-1] <= "\udbff" else 6
+            kept = raw[-back:] + kept
+        self.kept = kept
+        if self.stopped:
+            return self.text
+        # A half alone before it is no JSON `finish()` reads: the text shown stops there.
+        lone = _LONE_SURROGATE.search(text)
+        if lone is not None:
+            self.stopped = True
+            text = text[: lone.start()]
+        return self._grown(text)
+
+    def _grown(self, more: str) -> str:
+        """The text shown, `more` added: in place where nothing else holds it (the caller
+        let the last snapshot go), as CPython grows a string only one name holds."""
+        text = self.text
+        self.text = ""
+        text += more
+        self.text = text
+        return text
+
+
 def _escaped_backslash(body: str, index: int) -> bool:
     """Whether the backslash at `index` is itself escaped (preceded by an odd run)."""
     run = 0
@@ -1519,6 +1761,7 @@ class _Frame:
         "shape",
         "shown",
         "shown_count",
+        "shown_key",
         "start",
         "values",
     )
@@ -1533,9 +1776,11 @@ class _Frame:
         # The keys written here (a value left out as invalid is not in `values`).
         self.keys: set[str] = set()
         self.expect = "key" if is_object else "value"
-        # The list last shown for this array, and how many completed items it holds.
-        self.shown: list[Any] | None = None
+        # The list (a map: the dict) last shown for this container, how many completed
+        # entries it holds, and the key of the open one put after them in a map.
+        self.shown: Any = None
         self.shown_count = 0
+        self.shown_key: str | None = None
         # The shape of the value being written here (known once its key is).
         self.child: _Shape | None = None
         if isinstance(shape, _List) and not is_object:
@@ -1603,14 +1848,35 @@ class _Frame:
         shape = self.shape
         if shape is not None and not self.typed():
             return _MISSING
-        if self.is_object:
-            values = self.values
-            if tail is not _MISSING and self.key is not None:
-                values = {**values, self.key: tail}
-            if isinstance(shape, _Object):
-                return shape.construct(values)
-            return dict(values)
         values = self.values
+        if self.is_object:
+            key = self.key
+            if tail is _MISSING:
+                key = None
+            if isinstance(shape, _Object):
+                return shape.construct(values if key is None else {**values, key: tail})
+            if key in values:
+                return {**values, key: tail}  # (an open entry is not among the completed)
+            # A map (or an object of no type), as a list below: brought up to date in place.
+            entries = self.shown
+            refs = -2 if entries is None else sys.getrefcount(entries)
+            if _OBSERVED is not None:
+                _OBSERVED.append(refs)
+            if entries is not None and refs <= _UNSHARED_REFS:
+                if self.shown_key is not None:
+                    entries.pop(self.shown_key, None)  # the entry open then: completed, or not
+                arrived = len(values) - self.shown_count
+                if arrived:  # (keys are only added, each once: the newest are the last)
+                    newest = list(itertools.islice(reversed(values.items()), arrived))
+                    entries.update(reversed(newest))
+            else:
+                entries = dict(values)
+                self.shown = entries
+            self.shown_count = len(values)
+            self.shown_key = key
+            if key is not None:
+                entries[key] = tail
+            return entries
         items = self.shown
         refs = -2 if items is None else sys.getrefcount(items)
         if _OBSERVED is not None:
@@ -1631,24 +1897,29 @@ class _Frame:
 
 
 def _calibrate() -> int:
-    """The count `with_tail` sees for a list nobody else holds, measured on the method itself;
-    -1 unless a list the caller holds shows a higher count (so holding is always seen)."""
+    """The count `with_tail` sees for a list (a map) nobody else holds, measured on the method
+    itself; -1 unless a list the caller holds shows a higher count (so holding is always
+    seen), or a map shows another count than a list."""
     global _OBSERVED
     if sys.implementation.name != "cpython":
         return -1
-    probe = _Frame(None, False)
-    probe.values.append(1)
-    _OBSERVED = []
-    try:
-        probe.with_tail(_MISSING)  # makes the first list; dropped at once
-        probe.with_tail(_MISSING)  # sees it unheld; makes the next one, kept below
-        held = probe.with_tail(_MISSING)
-        probe.with_tail(_MISSING)  # sees `held`
-        unheld_count, held_count = _OBSERVED[1], _OBSERVED[3]
-    finally:
-        _OBSERVED = None
-    del held
-    return unheld_count if held_count > unheld_count else -1
+    counts = []
+    for is_object in (False, True):
+        probe = _Frame(None, is_object)
+        probe.key = "one"
+        probe.put(1)
+        _OBSERVED = []
+        try:
+            probe.with_tail(_MISSING)  # makes the first one; dropped at once
+            probe.with_tail(_MISSING)  # sees it unheld; makes the next one, kept below
+            held = probe.with_tail(_MISSING)
+            probe.with_tail(_MISSING)  # sees `held`
+            counts.append((_OBSERVED[1], _OBSERVED[3]))
+        finally:
+            _OBSERVED = None
+        del held
+    (unheld_count, held_count), map_counts = counts
+    return unheld_count if held_count > unheld_count and map_counts == counts[0] else -1
 
 
 _UNSHARED_REFS = _calibrate()
@@ -1668,14 +1939,17 @@ class PartialValue(Generic[T]):
     def __init__(self, tp: Any, validate_root: bool = True, iterables: bool | None = None) -> None:
         self._root_shape = _shape(tp)
         # Whether the type holds an `Iterable` (`iterables`, where the caller knows): each
-        # snapshot is then given iterators of its own (`_fresh_as`).
+        # snapshot is then given iterators of its own (`_Fresh`).
         self._iterables = self._root_shape.iterables if iterables is None else iterables
+        self._fresh = _Fresh()
         # The scanner's own validation of the value, where it is left to the caller.
         self._defer = not validate_root and _defers(self._root_shape)
         self._pending: Callable[[], Any] | None = None
         self._stack: list[_Frame] = []
         self._rest = ""
         self._string: list[str] | None = None
+        # The text shown of the string being written, decoded as it grows.
+        self._shown: _OpenText | None = None
         self._done: Any = _MISSING
         self._broken = False
         self._started = False
@@ -1759,7 +2033,7 @@ class PartialValue(Generic[T]):
                 if stop < end and buf[stop] == '"':
                     self._string.append(buf[pos:stop])
                     body = "".join(self._string)
-                    self._string = None
+                    self._string = self._shown = None
                     pos = stop + 1
                     if not self._string_token(body):
                         return None
@@ -2190,7 +2464,7 @@ class PartialValue(Generic[T]):
             return None
         if self._iterables:
             # Each read its own iterators: one read through leaves the others whole.
-            return typing.cast(T, _fresh_as(self._root_shape, self._cache))
+            return typing.cast(T, self._fresh.snapshot(self._root_shape, self._cache))
         return typing.cast(T, self._cache)
 
     def _build(self) -> Any:
@@ -2202,7 +2476,10 @@ class PartialValue(Generic[T]):
             tail = self._row_so_far(self._row)
         elif self._string is not None and top.expect == "value":
             shape = top.child_shape()
-            text = _decode_open("".join(self._string))
+            shown = self._shown
+            if shown is None or shown.pieces is not self._string:
+                shown = self._shown = _OpenText(self._string)
+            text = shown.shown()
             if isinstance(shape, _Leaf):
                 tail = shape.partial(text)
             elif shape is None:
