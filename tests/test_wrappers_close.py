@@ -1,8 +1,9 @@
 """Closing a `RetryingProvider` ends the retries of the calls made before whose connections
 it closes (a sync call's, one on the closing loop or on a loop not running; a call on
 another loop running in another thread goes on, as `test_loops_and_lifetimes.py` shows):
-one waiting out its backoff sends no further attempt (each would open new connections to what was closed,
-and be paid for) and raises the error it would have retried, its attempts recorded. A call
+one waiting out its backoff sends no further attempt (each would open new connections to
+what was closed, and be paid for) and raises the error it would have retried, its attempts
+recorded. A call
 made after the close goes on as a call to a closed provider does: over new connections,
 retried as before."""
 
