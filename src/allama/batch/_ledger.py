@@ -57,6 +57,10 @@ HEARTBEAT_SECONDS = 5.0
 STALE_AFTER = 60.0
 CHECKPOINT_WAIT_MS = 3000
 """How long a run that ends waits for readers and other runs to let it empty the `-wal`."""
+WAL_SIZE_LIMIT = 64 * 1024 * 1024
+"""What a run cuts its `-wal` back to once a checkpoint has moved it into the file: grown
+while a reader held an old moment of the ledger (`status`, `export` reading long: 8 KB an
+input), it kept its largest size, reused, until the run ended."""
 
 
 class Status:
@@ -368,6 +372,7 @@ class Ledger:
             db.execute("PRAGMA busy_timeout = 60000")
             _while_locked(lambda: db.execute("PRAGMA journal_mode = WAL"))
             db.execute("PRAGMA synchronous = NORMAL")
+            db.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
             # Made or upgraded in one transaction: runs that open a new (or an older) ledger
             # at once take turns, rather than each adding the same column.
             db.executescript("BEGIN IMMEDIATE;" + _SCHEMA)
@@ -949,7 +954,11 @@ class Ledger:
     def close(self) -> None:
         """Close the ledger; a run's first moves what it wrote into the file and empties the
         `-wal`, waiting a moment for readers (`status`, `export`) and other runs: SQLite does
-        so on its own only as the last connection closes, and a reader's cannot."""
+        so on its own only as the last connection closes, and a reader's cannot. A reader
+        still reading after `CHECKPOINT_WAIT_MS` keeps the moment it reads: what the run
+        wrote after that moment stays in the `-wal` (the ledger is the file and it together,
+        as SQLite reads it), until the next run to write the ledger moves it (as it ends, at
+        the latest)."""
         with self._lock:
             if not self._read_only:
                 with contextlib.suppress(sqlite3.Error):
@@ -1095,24 +1104,31 @@ class Ledger:
         shared by runs of other settings holds inputs this run never reads); an input of a
         run the ledger does not know counts."""
         agree = _Agreement(like)
-        with self._lock:
-            settings_of = dict(
-                self._connection.execute("SELECT run_id, settings FROM runs").fetchall()
-            )
-            found = self._connection.execute(
-                "SELECT key, cost, status, run_id FROM items WHERE cost IS NOT NULL"
-            ).fetchall()
         total = Decimal(0)
         unfinished: dict[str, str] = {}
-        with localcontext(MONEY):
-            for key, cost, status, run_id in found:
-                if not agree(settings_of.get(run_id)):
+        with self._lock, localcontext(MONEY):
+            agreed = {
+                run_id: agree(settings)
+                for run_id, settings in self._connection.execute(
+                    "SELECT run_id, settings FROM runs"
+                )
+            }
+            # Row by row, and the key only of an input not done: the rows of a ledger of a
+            # million inputs took 400 MB at once. Summed here, not by SQL: its SUM of the
+            # costs (decimal text) would be in floats.
+            found = self._connection.execute(
+                "SELECT CASE WHEN status = ? THEN NULL ELSE key END, cost, run_id FROM items "
+                "WHERE cost IS NOT NULL",
+                (Status.DONE,),
+            )
+            for key, cost, run_id in found:
+                if not agreed.get(run_id, True):  # (a run the ledger does not know counts)
                     continue
                 try:
                     total += Decimal(cost)
                 except ArithmeticError:
                     continue
-                if status != Status.DONE:
+                if key is not None:
                     unfinished[str(key)] = str(cost)
         return total, unfinished
 
