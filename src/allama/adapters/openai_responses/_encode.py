@@ -133,7 +133,7 @@ from allama.types import (
 )
 from allama.types._content import OPENAI_REASONING_ID_PREFIX
 from allama.types._data_urls import data_url, inline_document, part_media_type
-from allama.types._openai import document_text
+from allama.types._openai import UnreadablePart, document_text
 from allama.types._response import RESUME_KEY
 
 __all__ = [
@@ -275,8 +275,8 @@ class _Encoder(_ChatEncoder):
             if isinstance(part, TextPart):
                 content.append({"type": "input_text", "text": part.text})
             elif isinstance(part, ImagePart):
-                if self.takes_images():
-                    url = self.image_url(part)
+                # (No URL where the endpoint takes no image by URL: left out, with a warning.)
+                if self.takes_images() and (url := self.image_url(part)) is not None:
                     content.append({"type": "input_image", "image_url": url, "detail": "auto"})
             elif (document := self.input_document(part)) is not None:
                 content.append(document)
@@ -301,7 +301,7 @@ class _Encoder(_ChatEncoder):
         if media_type == "text/plain" and data is not None:
             try:
                 return {"type": "input_text", "text": document_text(data, charset)}
-            except ValueError as error:
+            except UnreadablePart as error:
                 raise self.invalid(str(error)) from None
         if data is not None and media_type != "application/pdf":
             self.degradations.refuse(
@@ -909,7 +909,9 @@ def encode_request(
     """The HTTP request for `request`; warnings collect in `degradations`.
 
     Raises `UnsupportedError` (stage `BEFORE_SENDING`) for what the endpoint cannot honour
-    under `UnsupportedPolicy.ERROR`.
+    under `UnsupportedPolicy.ERROR`; `InvalidRequestError` for input no endpoint takes (an
+    image's or a document's data URL that cannot be read, text not in its charset) and for a
+    tool call given no result anywhere in the input.
     """
     encoder = _Encoder(request, profile, family, degradations, stream=stream)
     body = encoder.body()
