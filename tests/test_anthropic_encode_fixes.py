@@ -1713,7 +1713,7 @@ def test_unanswered_calls_are_named_by_the_callers_ids() -> None:
         _anthropic(request)
     assert str(raised.value) == (
         "the tool calls `functions.get:0`, `toolu_3` of the assistant turn at `messages[2]` "
-        "got no tool result before the next user turn (`messages[3]`), and Anthropic needs "
+        "got no tool result before the next user turn (`messages[4]`), and Anthropic needs "
         "each call's result right after it"
     )
     answered = request.tool_result("functions.get:0", "a").tool_result("toolu_3", "c")

@@ -1141,7 +1141,7 @@ def test_a_call_with_no_result_before_the_next_user_turn_is_refused_unsent() -> 
         target.chat(request)
     assert str(caught.value) == (
         "the tool call `call_1` of the assistant turn at `messages[1]` got no tool result "
-        "before the next user turn (`messages[2]`), and Gemini needs each call's result right "
+        "before the next user turn (`messages[3]`), and Gemini needs each call's result right "
         "after it"
     )
     assert recorder.bodies == []

@@ -233,7 +233,9 @@ class _Encoder:
         for at, (before, turn) in enumerate(pairwise(turns)):
             if turn["role"] == "user" and _uses_tools(before):
                 turn["content"] = _results_first(turn["content"])
-                self.answered(before, turn, sent, made_of[at], made_of[at + 1][0])
+                # Named by the turn's first message of the user's own, else its first.
+                own = [i for i in made_of[at + 1] if isinstance(sent[i], UserMessage)]
+                self.answered(before, turn, sent, made_of[at], (own or made_of[at + 1])[0])
         if moved:
             self.degradations.approximate(
                 RequestField.SYSTEM,

@@ -157,7 +157,9 @@ class _Encoder:
         results: list[str] = []  # the ids the user turn after those calls answers
         responses: list[tuple[str, dict[str, Any]]] = []  # its function responses, by id
         words: list[dict[str, Any]] = []  # and its other parts
-        after: int | None = None  # the index of that user turn's first message
+        # The index of that user turn's first message of the user's own (else its first):
+        # what a refusal names as the turn the results were due before.
+        after: int | None = None
         # Tool results are only moved among themselves: each other message keeps its index.
         for index, message in enumerate(results_in_call_order(self.request.messages)):
             if isinstance(message, SystemMessage | DeveloperMessage):
@@ -169,7 +171,8 @@ class _Encoder:
             if not parts:
                 continue
             if role == "user":
-                after = index if after is None else after
+                own = isinstance(message, UserMessage) and not words
+                after = index if after is None or own else after
                 if isinstance(message, ToolMessage):
                     results.append(message.tool_call_id)
                     responses.extend((message.tool_call_id, part) for part in parts)
