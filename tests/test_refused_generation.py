@@ -191,7 +191,7 @@ def test_an_answer_refused_that_the_type_takes_is_still_refused() -> None:
     error = _parse_error(lambda: Extractor().extract(refused, Person, _request()))
 
     assert (error.raw, error.path) == (GOOD, None)
-    assert error.detail == "the provider's check of the output against the schema refused it"
+    assert error.detail == "the provider's own check of the output refused it"
 
 
 def test_a_stream_refused_as_it_opens_is_a_parse_error_and_not_asked_again() -> None:
@@ -550,7 +550,7 @@ def test_a_refused_call_whose_arguments_the_type_takes_is_still_refused() -> Non
     error = _parse_error(lambda: Extractor().extract(refused, Person, _tool_request()))
 
     assert (error.raw, error.path) == (GOOD, None)
-    assert error.detail == "the provider's check of the output against the schema refused it"
+    assert error.detail == "the provider's own check of the output refused it"
 
 
 def test_a_forced_tool_stream_refused_as_it_opens_is_a_parse_error_and_not_asked_again() -> None:

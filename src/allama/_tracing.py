@@ -883,8 +883,10 @@ class _Scopes:
         self._second.__enter__()
 
     def __exit__(self, *exc: object) -> None:
-        self._second.__exit__(*exc)
-        self._first.__exit__(*exc)
+        try:
+            self._second.__exit__(*exc)
+        finally:
+            self._first.__exit__(*exc)
 
 
 class WrapperSpan:

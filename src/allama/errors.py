@@ -663,9 +663,9 @@ class ExtractionError(Error):
     failed output and its cost stay inspectable. Provider errors during an extraction are
     raised as themselves, not as this, but for an output the provider refused itself
     (`RejectedOutputError`): that output (or, with a forced tool, the call it refused)
-    failed as one answered would (a
-    `ParseError` whose `raw` it is, the provider's error its `__cause__`). Extraction
-    failures are never retryable: the same request would fail the same way.
+    failed as one answered would (a `ParseError` whose `raw` it is, the provider's error its
+    `__cause__`). Extraction failures are never retryable: the same request would fail the
+    same way.
     """
 
     kind = "extraction"

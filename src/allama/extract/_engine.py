@@ -550,9 +550,10 @@ def _refused_call(output: str) -> ToolCall | None:
     return ToolCall(id=_REFUSED_CALL_ID, name=name, arguments=arguments)
 
 
-_PROVIDER_REFUSED = "the provider's check of the output against the schema refused it"
+_PROVIDER_REFUSED = "the provider's own check of the output refused it"
 """Why a refused output cannot be used where the type's own check takes it: the provider
-checked the schema as it was sent, and no response holds the value."""
+checked it (against the schema as it was sent, or as the tool call it could not read, or
+text where a call was required), and no response holds the value."""
 
 
 def _read_refused(

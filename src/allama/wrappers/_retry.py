@@ -249,10 +249,10 @@ class _Attempts:
             return None
         return decided
 
-    def cut(self, error: Error, lifetime: _Lifetime) -> None:
+    def cut(self, error: Error, retried: _Call) -> None:
         """`give_up` after a pause that ended with no further attempt: the wrapper closed,
         or its caller stopped."""
-        self.give_up(error, {_GAVE_UP: "closed" if lifetime.ended else "stopped"})
+        self.give_up(error, {_GAVE_UP: "closed" if retried.ended else "stopped"})
 
     def give_up(self, error: Error, why: dict[str, JsonValue]) -> None:
         """Record the attempts on `error`, the one raised, and `why` no further one is made:
@@ -287,7 +287,7 @@ class _Attempts:
         return record
 
 
-class _Lifetime:
+class _Call:
     """One retried call, from its first attempt to its last, and where it runs: on an event
     loop, or in a thread (a sync call, `loop` None). A close that closes its connections
     ends it, and wakes its pause: it makes no further attempt (each would open new
@@ -352,35 +352,35 @@ class _Lifetime:
 
 class _Calls:
     """The calls a `RetryingProvider` is making. A close ends those whose connections it
-    closes (`_Lifetime.closed_by`); a call begun after it goes on as a call to a closed
+    closes (`_Call.closed_by`); a call begun after it goes on as a call to a closed
     provider does: over new connections."""
 
     __slots__ = ("_lock", "_running")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._running: set[_Lifetime] = set()
+        self._running: set[_Call] = set()
 
     def __reduce__(self) -> tuple[type[_Calls], tuple[()]]:
         return (_Calls, ())  # a copy (pickled, deep-copied) makes calls of its own
 
-    def begun(self, loop: asyncio.AbstractEventLoop | None) -> _Lifetime:
+    def begun(self, loop: asyncio.AbstractEventLoop | None) -> _Call:
         """A call begins, on `loop` (`None`: a sync call); it ends as its `with` does."""
-        lifetime = _Lifetime(loop, self)
+        retried = _Call(loop, self)
         with self._lock:
-            self._running.add(lifetime)
-        return lifetime
+            self._running.add(retried)
+        return retried
 
-    def finished(self, lifetime: _Lifetime) -> None:
+    def finished(self, retried: _Call) -> None:
         with self._lock:
-            self._running.discard(lifetime)
+            self._running.discard(retried)
 
     def end(self, closing: asyncio.AbstractEventLoop | None) -> None:
         with self._lock:
             running = list(self._running)
-        for lifetime in running:
-            if lifetime.closed_by(closing):
-                lifetime.end()
+        for retried in running:
+            if retried.closed_by(closing):
+                retried.end()
 
 
 def _release(waiter: asyncio.Future[None]) -> None:
@@ -455,7 +455,7 @@ class RetryingProvider(Wrapper):
         self, call: Callable[[], R], traced: _tracing.WrapperSpan | None
     ) -> tuple[R, _Attempts]:
         attempts = self._attempts()
-        with self._calls.begun(None) as lifetime, holding() as held:
+        with self._calls.begun(None) as retried, holding() as held:
             while True:
                 attempts.begin()
                 try:
@@ -468,12 +468,12 @@ class RetryingProvider(Wrapper):
                     paid = attempts.pausing_after(error, held)
                     try:
                         with pausing():
-                            going_on = self._paused(wait, lifetime)
+                            going_on = self._paused(wait, retried)
                     except BaseException as raised:  # interrupted: what was paid goes with it
                         paid_before_foreign(raised, paid)
                         raise
                     if not going_on:  # the caller stopped or closed meanwhile: no more tries
-                        attempts.cut(error, lifetime)
+                        attempts.cut(error, retried)
                         raise
                     attempts.go_on(error)
                 except BaseException as raised:  # the provider's own: the attempts before paid
@@ -496,7 +496,7 @@ class RetryingProvider(Wrapper):
     ) -> tuple[R, _Attempts]:
         attempts = self._attempts()
         loop = asyncio.get_running_loop()
-        with self._calls.begun(loop) as lifetime, holding() as held:
+        with self._calls.begun(loop) as retried, holding() as held:
             while True:
                 attempts.begin()
                 try:
@@ -509,34 +509,34 @@ class RetryingProvider(Wrapper):
                     paid = attempts.pausing_after(error, held)
                     try:
                         with pausing():
-                            going_on = await self._apaused(wait, lifetime)
+                            going_on = await self._apaused(wait, retried)
                     except BaseException as raised:  # cancelled: what was paid goes with it
                         paid_before_foreign(raised, paid)
                         raise
                     if not going_on:
-                        attempts.cut(error, lifetime)
+                        attempts.cut(error, retried)
                         raise
                     attempts.go_on(error)
                 except BaseException as raised:
                     paid_before_foreign(raised, attempts.paid)
                     raise
 
-    def _paused(self, seconds: float, lifetime: _Lifetime) -> bool:
+    def _paused(self, seconds: float, retried: _Call) -> bool:
         """Wait before the next attempt; `False` when the caller (a batch run) stopped
         first (`allama.wrappers._gate`), or this wrapper was closed: no further attempt.
         The standard sleep is woken by either; a sleep of the caller's own is not, and
         both are asked after it."""
-        if lifetime.ended:
+        if retried.ended:
             return False
         if self._sleep is not time.sleep:
-            return paused(seconds, self._sleep) and not lifetime.ended
+            return paused(seconds, self._sleep) and not retried.ended
         gate = _gate()
         if gate is None:
-            return not lifetime.wait(seconds)
+            return not retried.wait(seconds)
         # Two things to wait on: the gate's stop wakes each slice at once, the close is
         # asked between them.
         deadline = time.monotonic() + seconds
-        while not lifetime.ended:
+        while not retried.ended:
             left = deadline - time.monotonic()
             if left <= 0:
                 return True
@@ -544,13 +544,13 @@ class RetryingProvider(Wrapper):
                 return False
         return False
 
-    async def _apaused(self, seconds: float, lifetime: _Lifetime) -> bool:
+    async def _apaused(self, seconds: float, retried: _Call) -> bool:
         """`_paused` on the running loop: a close wakes any sleep, the caller's own too
         (it is cancelled)."""
-        if lifetime.ended:
+        if retried.ended:
             return False
         pause = asyncio.ensure_future(apaused(seconds, self._async_sleep))
-        closed = asyncio.ensure_future(lifetime.until_ended())
+        closed = asyncio.ensure_future(retried.until_ended())
         try:
             await asyncio.wait((pause, closed), return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -558,7 +558,7 @@ class RetryingProvider(Wrapper):
             closed.cancel()
         if not pause.done() or pause.cancelled():  # closed first
             return False
-        return pause.result() and not lifetime.ended  # (a sleep's own error is raised)
+        return pause.result() and not retried.ended  # (a sleep's own error is raised)
 
     def chat(self, request: ChatRequest) -> ChatResponse:
         response, attempts = self._run(lambda: self.inner.chat(request), request)

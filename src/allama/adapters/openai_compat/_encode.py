@@ -1552,7 +1552,10 @@ def encode_request(
     """The HTTP request for `request`; warnings collect in `degradations`.
 
     Raises `UnsupportedError` (stage `BEFORE_SENDING`) for what the endpoint cannot honour
-    under `UnsupportedPolicy.ERROR`.
+    under `UnsupportedPolicy.ERROR`; `InvalidRequestError` for input no endpoint takes (an
+    image's or a document's data URL that cannot be read, text not in its charset, no
+    message) and for a tool call given no result where the endpoint needs one
+    (`needs_call_results`).
     """
     encoder = _Encoder(request, profile, family, degradations, stream=stream)
     body = encoder.body()

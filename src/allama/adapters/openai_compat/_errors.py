@@ -716,7 +716,8 @@ def _refused_field(message: str) -> RequestField | None:
     """The field a 400's words say the model does not take: a forced tool choice in
     DeepSeek's thinking mode; tools or thinking in Ollama's words ("... does not support
     tools"), which its `/v1` relays as its own API gives them: read as the Ollama adapter
-    reads them."""
+    reads them. Read on every Chat Completions endpoint: words that say a model takes no
+    tools (or no thinking) mean that wherever they come from (a proxy of Ollama's)."""
     if re.search(_UNFORCEABLE, message):
         return RequestField.TOOL_CHOICE
     # (Imported here: the Ollama adapter's errors import this module.)
