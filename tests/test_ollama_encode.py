@@ -238,17 +238,21 @@ def test_documents_plain_text_as_text_and_the_rest_refused() -> None:
         DocumentPart(data="héllo wörld".encode(), media_type="text/plain", title="notes"),
         DocumentPart(data=b"%PDF-1.7", media_type="application/pdf"),
         DocumentPart(url="https://example.com/a.txt"),
-        DocumentPart(data=b"\xff\xfe", media_type="text/plain"),
     )
     _, _, body, warnings = encode(request)
     assert body["messages"] == [{"role": "user", "content": "Summarise\n\nhéllo wörld"}]
-    assert fields(warnings) == [("documents", "unsupported")] * 3
+    assert fields(warnings) == [("documents", "unsupported")] * 2
     assert [w.message for w in warnings] == [
         "Ollama takes plain-text documents only, not application/pdf; it was left out",
         "Ollama takes no document by URL, only plain text given as bytes or in a data URL; "
         "it was left out",
-        "Ollama takes plain-text documents as UTF-8 text, which this one is not; it was left out",
     ]
+    # Bytes that are no text are the caller's to mend: refused before sending, as every
+    # encoder that sends a document as its text refuses them.
+    unreadable = DocumentPart(data=b"\xff\xfe", media_type="text/plain")
+    with pytest.raises(InvalidRequestError) as refused:
+        encode(ChatRequest(MODEL).user("x", unreadable))
+    assert str(refused.value) == "a text/plain document must be UTF-8 text"
     pdf = ChatRequest(MODEL).user("x", DocumentPart(data=b"%PDF", media_type="application/pdf"))
     with pytest.raises(UnsupportedError) as caught:
         encode(pdf.with_unsupported_policy(UnsupportedPolicy.ERROR))

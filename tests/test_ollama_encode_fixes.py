@@ -248,18 +248,9 @@ def test_a_plain_text_document_is_read_in_its_charset() -> None:
     body, warnings = chat(ChatRequest("llama3.2").user("x", document))
     assert (body["messages"][0]["content"], warnings) == ("x\n\ncafé", [])
     wrong = DocumentPart(data=b"\xff\xfe\xfa", media_type='text/plain; charset="utf-16-le"')
-    body, warnings = chat(ChatRequest("llama3.2").user("x", wrong))
-    assert (body["messages"][0]["content"], warnings) == (
-        "x",
-        [
-            (
-                FieldSubject(field=RequestField.DOCUMENTS),
-                WarningKind.UNSUPPORTED,
-                "Ollama takes plain-text documents as text in their charset (utf-16-le), which "
-                "this one is not; it was left out",
-            )
-        ],
-    )
+    with pytest.raises(InvalidRequestError) as refused:
+        chat(ChatRequest("llama3.2").user("x", wrong))
+    assert str(refused.value) == "a text/plain document must be text in its charset (utf-16-le)"
 
 
 def test_a_document_data_url_of_another_type_and_a_document_url_are_left_out() -> None:

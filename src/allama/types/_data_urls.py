@@ -175,3 +175,24 @@ def unreadable_charset(what: str, charset: str | None) -> str:
     """Why a document whose charset `decode_text` cannot read is refused, in the words
     every encoder uses: `what` is the document (`a text/plain document`)."""
     return f"{what} names charset {charset}, which allama cannot read"
+
+
+class UnreadablePart(ValueError):
+    """A part whose own bytes cannot be read (a data URL of no valid base64, text not in its
+    charset): the caller's input to mend, which an encoder refuses before sending, where
+    another `ValueError` is a part the form has no place for, left out with a warning."""
+
+
+def document_text(data: bytes, charset: str | None) -> str:
+    """A text/plain document's bytes as text, read in its `charset` (UTF-8 where it names
+    none), for the encoders that send a document as its text (Anthropic, OpenAI, Ollama);
+    an `UnreadablePart` saying why, in the words each refuses it with, where it cannot be
+    read."""
+    try:
+        return decode_text(data, charset)
+    except LookupError:
+        raise UnreadablePart(unreadable_charset("a text/plain document", charset)) from None
+    except UnicodeDecodeError:
+        utf8 = charset is None or charset in ("utf-8", "utf8")
+        read = "UTF-8 text" if utf8 else f"text in its charset ({charset})"
+        raise UnreadablePart(f"a text/plain document must be {read}") from None

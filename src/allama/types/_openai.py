@@ -25,14 +25,14 @@ from allama.types._content import (
     UserPart,
 )
 from allama.types._data_urls import (
+    UnreadablePart,
     base64_data,
     data_url,
-    decode_text,
+    document_text,
     inline_data,
     inline_document,
     inline_media_type,
     part_media_type,
-    unreadable_charset,
 )
 from allama.types._messages import (
     AssistantMessage,
@@ -304,12 +304,6 @@ def messages_from_openai(messages: Iterable[Any]) -> tuple[Message, ...]:
     return tuple(reader.message(message, index) for index, message in enumerate(messages))
 
 
-class UnreadablePart(ValueError):
-    """A part whose own bytes cannot be read (a data URL of no valid base64, text not in its
-    charset): the caller's input to mend, which an encoder refuses before sending, where
-    another `ValueError` is a part the form has no place for, left out with a warning."""
-
-
 class InlineImage(NamedTuple):
     media_type: str
     """Lower case, without its parameters; empty where neither the data URL nor the part
@@ -390,20 +384,6 @@ def user_part_to_openai(part: UserPart) -> dict[str, Any]:
         f"Chat Completions takes PDF and plain-text documents, not "
         f"{media_type or 'one of no media type'}"
     )
-
-
-def document_text(data: bytes, charset: str | None) -> str:
-    """A text/plain document's bytes as text, read in its `charset` (UTF-8 where it names
-    none) as every encoder reads one (`decode_text`): OpenAI takes the text itself. An
-    `UnreadablePart` saying why where it cannot be read."""
-    try:
-        return decode_text(data, charset)
-    except LookupError:
-        raise UnreadablePart(unreadable_charset("a text/plain document", charset)) from None
-    except UnicodeDecodeError:
-        utf8 = charset is None or charset in ("utf-8", "utf8")
-        read = "UTF-8 text" if utf8 else f"text in its charset ({charset})"
-        raise UnreadablePart(f"a text/plain document must be {read}") from None
 
 
 _PDF = "application/pdf"

@@ -70,13 +70,13 @@ from allama.types import (
 )
 from allama.types._content import OPENAI_REASONING_ID_PREFIX
 from allama.types._data_urls import (
+    UnreadablePart,
     data_url,
-    decode_text,
+    document_text,
     inline_data,
     inline_document,
     inline_media_type,
     part_media_type,
-    unreadable_charset,
 )
 from allama.types._response import RESUME_KEY
 
@@ -354,13 +354,9 @@ class _Encoder:
         """A text/plain document's bytes as text, read in its `charset` (UTF-8 where the
         part names none): Anthropic takes the text itself."""
         try:
-            return decode_text(data, charset)
-        except LookupError:
-            raise self.invalid(unreadable_charset("a text/plain document", charset)) from None
-        except UnicodeDecodeError:
-            utf8 = charset is None or charset in ("utf-8", "utf8")
-            read = "UTF-8 text" if utf8 else f"text in its charset ({charset})"
-            raise self.invalid(f"a text/plain document must be {read}") from None
+            return document_text(data, charset)
+        except UnreadablePart as error:
+            raise self.invalid(str(error)) from None
 
     def image_source(self, part: ImagePart) -> dict[str, Any]:
         inline = None if part.url is None else data_url(part.url)

@@ -104,12 +104,12 @@ from allama.types import (
     WarningKind,
 )
 from allama.types._data_urls import (
+    UnreadablePart,
     data_url,
-    decode_text,
+    document_text,
     inline_data,
     inline_document,
     part_media_type,
-    unreadable_charset,
 )
 
 __all__ = ["BODY_OPTION", "encode_request"]
@@ -253,13 +253,12 @@ class _Encoder:
         elif media_type != "text/plain":
             why = f"takes plain-text documents only, not {media_type}"
         else:
+            # Bytes that are no text in their charset are the caller's to mend, refused
+            # before sending as every encoder refuses them.
             try:
-                return decode_text(data, charset)
-            except LookupError:
-                raise self.invalid(unreadable_charset("a text/plain document", charset)) from None
-            except UnicodeDecodeError:
-                read = "UTF-8 text" if charset is None else f"text in their charset ({charset})"
-                why = f"takes plain-text documents as {read}, which this one is not"
+                return document_text(data, charset)
+            except UnreadablePart as error:
+                raise self.invalid(str(error)) from None
         self.degradations.refuse(
             RequestField.DOCUMENTS, f"{display} {why}", instead="it was left out"
         )

@@ -64,13 +64,8 @@ from allama.types import (
     Warning,
     WarningKind,
 )
-from allama.types._data_urls import data_url, inline_media_type, part_media_type
-from allama.types._openai import (
-    NO_IMAGE_TYPE,
-    UnreadablePart,
-    inline_image,
-    user_part_to_openai,
-)
+from allama.types._data_urls import UnreadablePart, data_url, inline_media_type, part_media_type
+from allama.types._openai import NO_IMAGE_TYPE, inline_image, user_part_to_openai
 from allama.types._response import REASONING_DETAILS_KEY, RESUME_KEY
 
 if TYPE_CHECKING:

@@ -132,8 +132,13 @@ from allama.types import (
     UserMessage,
 )
 from allama.types._content import OPENAI_REASONING_ID_PREFIX
-from allama.types._data_urls import data_url, inline_document, part_media_type
-from allama.types._openai import UnreadablePart, document_text
+from allama.types._data_urls import (
+    UnreadablePart,
+    data_url,
+    document_text,
+    inline_document,
+    part_media_type,
+)
 from allama.types._response import RESUME_KEY
 
 __all__ = [
