@@ -15,7 +15,13 @@ import pytest
 import allama
 from _recording import provider
 from allama import ChatRequest, ToolDefinition
-from allama.adapters._answered import Unanswered, unanswered_calls, unanswered_words
+from allama.adapters._answered import (
+    Extra,
+    Unanswered,
+    extra_result,
+    unanswered_calls,
+    unanswered_words,
+)
 from allama.errors import InvalidRequestError
 from allama.types import ToolCall
 
@@ -281,3 +287,144 @@ def test_the_finder_names_the_turn_and_what_follows_by_the_callers_indexes() -> 
         "the tool calls `a`, `b` of the assistant turn at `messages[2]` got no tool result "
         "before the end of the conversation, and X needs each call's result right after it"
     )
+
+
+# A result beyond its turn's calls, and the turn a result was due before, alike everywhere
+
+MODELS = {"openai": "gpt-4o", "anthropic": "claude-sonnet-4-5", "gemini": "gemini-2.5-flash"}
+EVERY_CHECK = [
+    ("openai", "OpenAI", {}),
+    ("azure-openai", "Azure OpenAI", AZURE),
+    ("deepseek", "DeepSeek", {}),
+    ("mistral", "Mistral", {}),
+    ("anthropic", "Anthropic", {}),
+    ("gemini", "Gemini", {}),
+]
+
+
+def _on(preset: str) -> ChatRequest:
+    return ChatRequest(MODELS.get(preset, "gpt-4o")).user("x").with_tools([TOOL])
+
+
+def _body(preset: str, request: ChatRequest) -> dict[str, Any]:
+    made = allama.provider(preset, api_key="k")
+    http, _ = made._prepare(request, stream=False)
+    body: dict[str, Any] = http.body
+    return body
+
+
+@pytest.mark.parametrize(("preset", "display", "options"), EVERY_CHECK)
+def test_a_second_result_for_one_call_is_refused_unsent(
+    preset: str, display: str, options: dict[str, Any]
+) -> None:
+    request = _on(preset).assistant([_call("c0")]).tool_result("c0", "1").tool_result("c0", "2")
+    assert _refused(preset, request.user("z"), **options) == (
+        "the tool result at `messages[3]` (for `c0`) answers a call of the assistant turn at "
+        f"`messages[1]` that another result already answered, and {display} takes one result "
+        "for each call"
+    )
+
+
+@pytest.mark.parametrize(("preset", "display", "options"), EVERY_CHECK)
+def test_a_result_for_an_earlier_turns_call_is_refused_unsent(
+    preset: str, display: str, options: dict[str, Any]
+) -> None:
+    request = (
+        _on(preset)
+        .assistant([_call("c0")])
+        .tool_result("c0", "1")
+        .user("y")
+        .assistant([_call("c1")])
+        .tool_result("c1", "2")
+        .tool_result("c0", "3")
+        .user("z")
+    )
+    assert _refused(preset, request, **options) == (
+        "the tool result at `messages[6]` (for `c0`) answers no call of the assistant turn at "
+        f"`messages[4]` before it, and {display} needs each result right after the call it "
+        "answers"
+    )
+
+
+@pytest.mark.parametrize("preset", ["openai", "anthropic"])
+def test_a_result_after_a_turn_without_calls_is_refused_unsent(preset: str) -> None:
+    request = _on(preset).assistant([_call("c0")]).tool_result("c0", "1").assistant("Hello.")
+    display = "OpenAI" if preset == "openai" else "Anthropic"
+    assert _refused(preset, request.tool_result("c0", "2").user("z")) == (
+        "the tool result at `messages[4]` (for `c0`) comes after no assistant turn with tool "
+        f"calls, and {display} needs each result right after the call it answers"
+    )
+
+
+@pytest.mark.parametrize("preset", ["openai", "anthropic", "gemini"])
+def test_calls_sharing_an_id_each_answered_once_are_still_sent(preset: str) -> None:
+    request = (
+        _on(preset)
+        .assistant([_call("c0"), _call("c0", "b")])
+        .tool_result("c0", "1")
+        .tool_result("c0", "2")
+        .user("go")
+    )
+    body = _body(preset, request)
+    if preset == "openai":
+        sent = [turn["content"] for turn in body["messages"] if turn["role"] == "tool"]
+    elif preset == "anthropic":
+        sent = [block["content"] for block in body["messages"][2]["content"][:2]]
+    else:
+        sent = [
+            part["functionResponse"]["response"]["output"] for part in body["contents"][2]["parts"]
+        ]
+    assert sent == ["1", "2"]
+
+
+def test_the_responses_api_is_sent_a_second_result_as_it_is() -> None:
+    # Its results may answer the calls of a `previous_response_id`: none is counted extra.
+    request = _on("openai").assistant([_call("c0")]).tool_result("c0", "1").tool_result("c0", "2")
+    made = allama.provider("openai", api_key="k", api="responses")
+    http, _ = made._prepare(request.user("z"), stream=False)
+    outputs = [item for item in http.body["input"] if item.get("type") == "function_call_output"]
+    assert [item["output"] for item in outputs] == ["1", "2"]
+
+
+@pytest.mark.parametrize(("preset", "display"), [("anthropic", "Anthropic"), ("gemini", "Gemini")])
+def test_partial_results_name_the_next_assistant_turn_as_chat_completions_does(
+    preset: str, display: str
+) -> None:
+    request = (
+        _on(preset)
+        .assistant([_call("c0"), _call("c1", "b")])
+        .tool_result("c0", "1")
+        .assistant("ok")
+        .user("y")
+    )
+    assert _refused(preset, request) == (
+        "the tool call `c1` of the assistant turn at `messages[1]` got no tool result before "
+        f"the next assistant turn (`messages[3]`), and {display} needs each call's result "
+        "right after it"
+    )
+
+
+@pytest.mark.parametrize(("preset", "display"), [("anthropic", "Anthropic"), ("gemini", "Gemini")])
+def test_partial_results_ending_the_conversation_name_its_end(preset: str, display: str) -> None:
+    request = _on(preset).assistant([_call("c0"), _call("c1", "b")]).tool_result("c0", "1")
+    assert _refused(preset, request) == (
+        "the tool call `c1` of the assistant turn at `messages[1]` got no tool result before "
+        f"the end of the conversation, and {display} needs each call's result right after it"
+    )
+
+
+def test_the_finder_of_extra_results_pairs_calls_sharing_an_id_in_order() -> None:
+    shared = (
+        _on("openai")
+        .assistant([_call("c0"), _call("c0", "b")])
+        .tool_result("c0", "1")
+        .user("y")
+        .tool_result("c0", "2")
+    )
+    assert extra_result(shared.messages, merged=True) is None
+    unknown = _on("openai").assistant([_call("c0")]).tool_result("c0", "1").tool_result("zz", "2")
+    assert extra_result(unknown.messages) is None  # left to the endpoint, as before
+    assert extra_result(shared.messages) == Extra(4, "c0", None, False)
+    merged = _on("openai").assistant([_call("c0")]).assistant([_call("c1")])
+    answered = merged.tool_result("c1", "1").tool_result("c0", "2").tool_result("c1", "3")
+    assert extra_result(answered.messages, merged=True) == Extra(5, "c1", 1, True)

@@ -8,17 +8,32 @@ responses"), each wanting the results in the tool messages right after the turn;
 Responses API ("No tool output found for function call") wanting one anywhere in the input.
 Found in the caller's messages, so that an error names the caller's ids and indexes, not
 the ids an encoder sent in their place (`with_tool_ids`).
+
+A result no call is left for is refused as well (`extra_result`): OpenAI's Chat Completions
+("messages with role 'tool' must be a response to a preceding message with 'tool_calls'"),
+Anthropic's ("each tool_use must have a single result", "unexpected `tool_use_id` found in
+`tool_result` blocks"), Gemini's ("the number of function response parts is equal to the
+number of function call parts of the function call turn").
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from allama.types import AssistantMessage, Message, ToolMessage, UserMessage
 
-__all__ = ["Unanswered", "unanswered_calls", "unanswered_words"]
+__all__ = [
+    "Extra",
+    "Unanswered",
+    "due_before",
+    "extra_result",
+    "extra_words",
+    "unanswered_calls",
+    "unanswered_words",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,8 +104,94 @@ def unanswered_words(found: Unanswered, display: str, *, adjacent: bool = True) 
     head = f"{noun} {ids} of the assistant turn at `messages[{found.turn}]` got no tool result"
     if not adjacent:
         return f"{head}, and {display} needs a result for each call"
-    if found.before is None:
-        until = "the end of the conversation"
-    else:
-        until = f"the next {found.before_role} turn (`messages[{found.before}]`)"
+    until = due_before(found.before, found.before_role)
     return f"{head} before {until}, and {display} needs each call's result right after it"
+
+
+def due_before(before: int | None, role: Literal["user", "assistant"] | None) -> str:
+    """The turn a call's results were due before, in words: the message at `before` (of
+    `role`), else the end of the conversation. Shared by the encoders that refuse a call
+    left unanswered, so that each names the turn alike."""
+    if before is None:
+        return "the end of the conversation"
+    return f"the next {role} turn (`messages[{before}]`)"
+
+
+@dataclass(frozen=True, slots=True)
+class Extra:
+    """A tool result that answers no call left unanswered in the turn before it."""
+
+    index: int
+    """The tool message's index in the messages searched."""
+    call_id: str
+    """Its id as the caller gave it."""
+    turn: int | None
+    """The index of the assistant message whose calls it comes after, `None` where no
+    assistant message with tool calls comes before it (right before it, with `merged`
+    false)."""
+    again: bool
+    """Whether that turn has a call of its id: one an earlier result already answered."""
+
+
+def extra_result(messages: Sequence[Message], *, merged: bool = False) -> Extra | None:
+    """The first tool message in `messages` for a call made earlier that no call of the turn
+    before it is left for.
+
+    A result answers a call of its id in the assistant message before it, each call once
+    (calls sharing an id are each answered by one result, in order). `merged`: the results
+    are due anywhere in the user turn after the calls (up to the next assistant message:
+    a user message between does not end it), and consecutive assistant messages are one
+    turn, as Anthropic's and Gemini's encoders merge them; else in the run of tool messages
+    right after the assistant message (Chat Completions). A system or developer message
+    between is passed over either way. Only a result for a call made earlier is counted
+    (a second one, or one for an earlier turn's call): one whose id no call has is left to
+    the endpoint, as `unanswered_calls` leaves it (a call made another way, perhaps).
+    """
+    made: set[str] = set()  # the ids of every call so far
+    left: Counter[str] = Counter()  # the turn's calls no result answered yet
+    calls: set[str] = set()  # the turn's ids
+    turn: int | None = None
+    follows_assistant = False  # the last message (system ones passed over) is an assistant's
+    for index, message in enumerate(messages):
+        if isinstance(message, AssistantMessage):
+            ids = [call.id for call in message.tool_calls]
+            if not (merged and follows_assistant):
+                left, calls, turn = Counter(), set(), None
+            left.update(ids)
+            calls.update(ids)
+            made.update(ids)
+            if turn is None and ids:
+                turn = index
+            follows_assistant = True
+        elif isinstance(message, UserMessage):
+            follows_assistant = False
+            if not merged:
+                left, calls, turn = Counter(), set(), None
+        elif isinstance(message, ToolMessage):
+            follows_assistant = False
+            call_id = message.tool_call_id
+            if left[call_id] > 0:
+                left[call_id] -= 1
+            elif call_id in made:
+                return Extra(index, call_id, turn, call_id in calls)
+    return None
+
+
+def extra_words(found: Extra, display: str) -> str:
+    """Why a request holding `found` is refused, naming the result by the caller's index
+    and id (`display`: the endpoint's name)."""
+    head = f"the tool result at `messages[{found.index}]` (for `{found.call_id}`)"
+    if found.turn is None:
+        return (
+            f"{head} comes after no assistant turn with tool calls, and {display} needs each "
+            "result right after the call it answers"
+        )
+    if found.again:
+        return (
+            f"{head} answers a call of the assistant turn at `messages[{found.turn}]` that "
+            f"another result already answered, and {display} takes one result for each call"
+        )
+    return (
+        f"{head} answers no call of the assistant turn at `messages[{found.turn}]` before it, "
+        f"and {display} needs each result right after the call it answers"
+    )

@@ -28,6 +28,7 @@ from itertools import pairwise
 from typing import Any, TypeGuard
 
 from allama._degradations import FORMAT_NOT_SENT, STOPS_BLANK, Degradations, gives_tools
+from allama.adapters._answered import due_before, extra_result, extra_words
 from allama.adapters._arguments import call_arguments
 from allama.adapters._http import (
     HttpRequest,
@@ -233,9 +234,19 @@ class _Encoder:
         for at, (before, turn) in enumerate(pairwise(turns)):
             if turn["role"] == "user" and _uses_tools(before):
                 turn["content"] = _results_first(turn["content"])
-                # Named by the turn's first message of the user's own, else its first.
+                # Due before the turn's first message of the user's own, else the next
+                # assistant turn, else the end of the conversation.
                 own = [i for i in made_of[at + 1] if isinstance(sent[i], UserMessage)]
-                self.answered(before, turn, sent, made_of[at], (own or made_of[at + 1])[0])
+                due = due_before(own[0], "user") if own else None
+                if due is None:
+                    later = made_of[at + 2][0] if at + 2 < len(made_of) else None
+                    due = due_before(later, "assistant" if later is not None else None)
+                self.answered(before, turn, sent, made_of[at], due)
+        # A result beyond its turn's calls: "each tool_use must have a single result", or
+        # "unexpected `tool_use_id` found in `tool_result` blocks" (one of another turn's).
+        extra = extra_result(self.request.messages, merged=True)
+        if extra is not None:
+            raise self.invalid(extra_words(extra, self.profile.display_name))
         if moved:
             self.degradations.approximate(
                 RequestField.SYSTEM,
@@ -265,11 +276,12 @@ class _Encoder:
         turn: dict[str, Any],
         sent: Sequence[Message],
         made_of: list[int],
-        next_user: int,
+        due: str,
     ) -> None:
         """Refuse tool calls the user's next turn gives no result for: Anthropic answers 400
         ("tool_use ids were found without tool_result blocks immediately after"). Named by
-        the caller's ids and the index of the turns in `request.messages`."""
+        the caller's ids and the index of the turns in `request.messages`; `due`: the turn
+        the results were due before, in words (`due_before`)."""
         results = {block["tool_use_id"] for block in turn["content"] if _is(block, "tool_result")}
         missing = [
             block["id"]
@@ -291,9 +303,8 @@ class _Encoder:
         where = ", ".join(sorted({f"`messages[{index}]`" for _, index in named}))
         noun = "the tool call" if len(named) == 1 else "the tool calls"
         raise self.invalid(
-            f"{noun} {ids} of the assistant turn at {where} got no tool result before the "
-            f"next user turn (`messages[{next_user}]`), and {self.profile.display_name} needs "
-            "each call's result right after it"
+            f"{noun} {ids} of the assistant turn at {where} got no tool result before {due}, "
+            f"and {self.profile.display_name} needs each call's result right after it"
         )
 
     def message(self, message: Message) -> tuple[str, list[dict[str, Any]]]:

@@ -47,6 +47,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from allama._degradations import FORMAT_NOT_SENT, Degradations, gives_tools, stops_first
+from allama.adapters._answered import due_before, extra_result, extra_words
 from allama.adapters._arguments import call_arguments
 from allama.adapters._http import (
     HttpRequest,
@@ -157,9 +158,11 @@ class _Encoder:
         results: list[str] = []  # the ids the user turn after those calls answers
         responses: list[tuple[str, dict[str, Any]]] = []  # its function responses, by id
         words: list[dict[str, Any]] = []  # and its other parts
-        # The index of that user turn's first message of the user's own (else its first):
-        # what a refusal names as the turn the results were due before.
+        # The index of that user turn's first message (`after`), and of its first of the
+        # user's own (`said`): a refusal names that one, else the next model turn, as the
+        # turn the results were due before.
         after: int | None = None
+        said: int | None = None
         # Tool results are only moved among themselves: each other message keeps its index.
         for index, message in enumerate(results_in_call_order(self.request.messages)):
             if isinstance(message, SystemMessage | DeveloperMessage):
@@ -171,8 +174,9 @@ class _Encoder:
             if not parts:
                 continue
             if role == "user":
-                own = isinstance(message, UserMessage) and not words
-                after = index if after is None or own else after
+                after = index if after is None else after
+                if said is None and isinstance(message, UserMessage):
+                    said = index
                 if isinstance(message, ToolMessage):
                     results.append(message.tool_call_id)
                     responses.extend((message.tool_call_id, part) for part in parts)
@@ -183,14 +187,19 @@ class _Encoder:
                 contents.extend(_user_turn(calls, responses, words))
                 responses, words = [], []
             if not contents or contents[-1]["role"] != "model":
-                self.answered(calls, results, after)
-                calls, results, after = [], [], None
+                self.answered(calls, results, after, said, index)
+                calls, results, after, said = [], [], None, None
                 contents.append({"role": role, "parts": []})
             contents[-1]["parts"].extend(parts)
             assert isinstance(message, AssistantMessage)
             calls.extend((call.id, index) for call in message.tool_calls)
         contents.extend(_user_turn(calls, responses, words))
-        self.answered(calls, results, after)
+        self.answered(calls, results, after, said, None)
+        # A result beyond its turn's calls: answered 400 ("the number of function response
+        # parts is equal to the number of function call parts of the function call turn").
+        extra = extra_result(self.request.messages, merged=True)
+        if extra is not None:
+            raise self.invalid(extra_words(extra, self.profile.display_name))
         if moved:
             self.degradations.approximate(
                 RequestField.SYSTEM,
@@ -199,11 +208,20 @@ class _Encoder:
             )
         return ({"parts": system} if system else None), contents
 
-    def answered(self, calls: list[tuple[str, int]], results: list[str], after: int | None) -> None:
-        """Refuse function calls the user turn after them gives no result for: Gemini
-        answers 400 ("the number of function response parts is equal to the number of
-        function call parts of the function call turn"). Named by the calls' ids and the
-        index of the turns in `request.messages`, as the Anthropic adapter names them."""
+    def answered(
+        self,
+        calls: list[tuple[str, int]],
+        results: list[str],
+        after: int | None,
+        said: int | None,
+        later: int | None,
+    ) -> None:
+        """Refuse function calls the user turn after them (at `after`) gives no result for:
+        Gemini answers 400 ("the number of function response parts is equal to the number
+        of function call parts of the function call turn"). Named by the calls' ids and the
+        index of the turns in `request.messages`, as the Anthropic adapter names them: the
+        results were due before the user's own message at `said`, else the model turn at
+        `later`, else the end of the conversation."""
         if after is None:
             return  # the conversation ends with the calls: nothing answered them yet
         given = list(results)
@@ -218,10 +236,13 @@ class _Encoder:
         ids = ", ".join(f"`{call_id}`" for call_id, _ in missing)
         where = ", ".join(sorted({f"`messages[{index}]`" for _, index in missing}))
         noun = "the tool call" if len(missing) == 1 else "the tool calls"
+        if said is not None:
+            due = due_before(said, "user")
+        else:
+            due = due_before(later, "assistant" if later is not None else None)
         raise self.invalid(
-            f"{noun} {ids} of the assistant turn at {where} got no tool result before the "
-            f"next user turn (`messages[{after}]`), and {self.profile.display_name} needs "
-            "each call's result right after it"
+            f"{noun} {ids} of the assistant turn at {where} got no tool result before {due}, "
+            f"and {self.profile.display_name} needs each call's result right after it"
         )
 
     def message(self, message: Message) -> tuple[str, list[dict[str, Any]]]:

@@ -22,7 +22,12 @@ from allama._degradations import (
     option_tools,
     stops_first,
 )
-from allama.adapters._answered import unanswered_calls, unanswered_words
+from allama.adapters._answered import (
+    extra_result,
+    extra_words,
+    unanswered_calls,
+    unanswered_words,
+)
 from allama.adapters._http import (
     HttpRequest,
     option_fields,
@@ -148,13 +153,20 @@ class _Encoder:
         """Refuse a tool call the conversation gives no result for, where the endpoint
         answers 400 to one (`WireProfile.needs_call_results`): in the tool messages right
         after its turn (`adjacent`, Chat Completions), or anywhere after it (the Responses
-        API). Named by the caller's ids and the index of the turns in `request.messages`."""
+        API). Named by the caller's ids and the index of the turns in `request.messages`.
+        A result beyond its turn's calls (a second one for a call, or one for a call of an
+        earlier turn) is refused on Chat Completions too: answered 400 ("messages with role
+        'tool' must be a response to a preceding message with 'tool_calls'"). The Responses
+        API's results may answer calls of a `previous_response_id`, so none is extra there."""
         if not self.profile.needs_call_results:
             return
+        display = self.profile.display_name
         found = unanswered_calls(self.request.messages, adjacent=adjacent)
         if found is not None:
-            display = self.profile.display_name
             raise self.invalid(unanswered_words(found, display, adjacent=adjacent))
+        extra = extra_result(self.request.messages) if adjacent else None
+        if extra is not None:
+            raise self.invalid(extra_words(extra, display))
 
     def no_messages(self) -> InvalidRequestError:
         """The error for a request with no message left to send (not raised here)."""
