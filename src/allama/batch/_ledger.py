@@ -1121,15 +1121,18 @@ class Ledger:
                 "WHERE cost IS NOT NULL",
                 (Status.DONE,),
             )
-            for key, cost, run_id in found:
-                if not agreed.get(run_id, True):  # (a run the ledger does not know counts)
-                    continue
-                try:
-                    total += Decimal(cost)
-                except ArithmeticError:
-                    continue
-                if key is not None:
-                    unfinished[str(key)] = str(cost)
+            # Closed however the loop ends: a cursor an error's traceback kept would hold
+            # the read open, and no checkpoint could move the run's writes meanwhile.
+            with contextlib.closing(found):
+                for key, cost, run_id in found:
+                    if not agreed.get(run_id, True):  # (a run the ledger does not know counts)
+                        continue
+                    try:
+                        total += Decimal(cost)
+                    except ArithmeticError:
+                        continue
+                    if key is not None:
+                        unfinished[str(key)] = str(cost)
         return total, unfinished
 
     def unpriced(self, like: dict[str, Any] | None = None) -> str | None:

@@ -16,8 +16,10 @@ a list in one call). Reading the partial value
 rebuilds only the open path from the root to the value being written (a shallow copy of
 each open container, with the open child in place), so a snapshot never changes afterwards
 and reading after every chunk stays linear in the chunks where the caller lets each
-snapshot go: the lists and maps along the path are then brought up to date in place, and
-text being written decoded as it grows (one the caller holds is copied instead). Re-parsing
+snapshot go: the open list or map nearest the root is then brought up to date in place,
+and text being written decoded as it grows (one the caller holds is copied instead). A
+list, map or text open inside another open list or map is copied on each read (the outer
+one's last snapshot still holds it when it is looked at), quadratic in its length. Re-parsing
 the whole buffer on every chunk, as most libraries do, is quadratic.
 
 The preview follows the rules `finish()` applies: a `null` sent for a field whose type does
@@ -688,11 +690,23 @@ def _most_held(objects: list[Any]) -> int:
     return max(map(sys.getrefcount, objects), default=0)
 
 
+def _counts_tell() -> bool:
+    """Whether reference counts, measured once at import, tell what holds an object for the
+    life of the process: CPython's, with the GIL and no JIT (a free-threaded build's counts
+    are split between threads, and a JIT may drop a reference the measure saw). Where they
+    do not, nothing is updated in place or handed out again: each read copies."""
+    if sys.implementation.name != "cpython":
+        return False
+    gil: Callable[[], bool] = getattr(sys, "_is_gil_enabled", lambda: True)
+    jit = getattr(getattr(sys, "_jit", None), "is_enabled", lambda: False)
+    return bool(gil()) and not jit()
+
+
 def _calibrate_held() -> int:
     """What `_most_held` sees of an object two lists hold and nothing else (`_Given`'s
     records): more means the caller holds it too. -1 where reference counts do not tell
     (nothing is then handed out again)."""
-    if sys.implementation.name != "cpython":
+    if not _counts_tell():
         return -1
     records: list[Any] = [object()]
     holder = [records[0]]
@@ -1901,7 +1915,7 @@ def _calibrate() -> int:
     itself; -1 unless a list the caller holds shows a higher count (so holding is always
     seen), or a map shows another count than a list."""
     global _OBSERVED
-    if sys.implementation.name != "cpython":
+    if not _counts_tell():
         return -1
     counts = []
     for is_object in (False, True):
