@@ -791,6 +791,52 @@ def test_an_enum_a_validator_of_the_field_reads_is_not_refused() -> None:
     assert sent["$defs"]["VatRate"]["enum"] == ["0.20", "0.05"]
 
 
+def _read_a_day(value: Any) -> Any:
+    return dt.date.fromisoformat(value) if isinstance(value, str) else value
+
+
+class ReadByBothFields(BaseModel):
+    # `Day` used twice is a shared definition, written once at the top, apart from the
+    # validators that read its JSON: each place it is read, a validator reads it.
+    start: Annotated[Day, BeforeValidator(_read_a_day)]
+    end: Annotated[Day, BeforeValidator(_read_a_day)]
+
+
+class ReadByOneOfTwo(BaseModel):
+    start: Annotated[Day, BeforeValidator(_read_a_day)]
+    end: Day
+
+
+class ReadByNeither(BaseModel):
+    start: Day
+    end: Day
+
+
+def test_a_shared_enum_every_field_of_which_reads_its_json_is_not_refused() -> None:
+    provider = MockProvider(['{"start": "1970-01-01", "end": "1970-01-01"}'])
+    extracted = allama.extract(provider, ReadByBothFields, ChatRequest("m").user("x"))
+    assert extracted.value == ReadByBothFields(start=Day.EPOCH, end=Day.EPOCH)
+    assert type_schema(ReadByBothFields).schema["$defs"]["Day"] == {
+        "enum": ["1970-01-01"],
+        "title": "Day",
+        "type": "string",
+    }
+
+
+@pytest.mark.parametrize("tp", [ReadByOneOfTwo, ReadByNeither])
+def test_a_shared_enum_a_field_reads_without_a_validator_is_still_refused(tp: Any) -> None:
+    provider = TestProvider()
+    with pytest.raises(TypeError) as raised:
+        allama.extract(provider, tp, ChatRequest("m").user("x"))
+    assert str(raised.value) == (
+        f"cannot extract `{tp.__name__}`: the enum `Day` is listed by the JSON of its values "
+        '(`Day.EPOCH = datetime.date(1970, 1, 1)` as `"1970-01-01"`), which validation '
+        "compares with the date values themselves and refuses, so no value of it would "
+        "validate" + ENUM_ADVICE
+    )
+    assert provider.requests == []
+
+
 def test_an_enum_member_no_json_reads_back_is_left_out_of_the_schema() -> None:
     """`Rate.STANDARD` is listed as `"0.20"`, which validation refuses: no answer naming it
     validates, so it is not offered; `Rate.NONE` is, exactly."""

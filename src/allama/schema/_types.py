@@ -101,6 +101,10 @@ class _StableDefaults(GenerateJsonSchema):
         self._skipped_required: dict[int, tuple[Any, str]] = {}
         """The required fields left out (`_note_skipped`), by their core schema's identity,
         with the name a message gives each (`Owner.field`)."""
+        self._unread_enums: dict[int, tuple[Any, _EnumUnread]] = {}
+        """The enums none of whose listed values validation reads back (`enum_schema`), by
+        their core schema's identity, each with its refusal: refused only if an answer
+        reaches one past no validator of the caller's (`_first_reached`)."""
 
     @property
     def mode(self) -> JsonSchemaMode:
@@ -213,8 +217,10 @@ class _StableDefaults(GenerateJsonSchema):
         `Decimal` a JSON number equals (`1.5`) is listed as that number; a member no JSON
         reads back (a date, a tuple, `Decimal("0.20")`) is left out, since no answer naming
         it validates, and an enum none of whose members reads back is refused
-        (`_EnumUnread`). Under a validator of the caller's, which may read what the enum
-        alone does not, it is listed as pydantic lists it."""
+        (`_EnumUnread`) if an answer reaches it past no validator of the caller's (decided
+        from the root, `generate`: a shared enum is written once at the top, apart from the
+        validators where it is used). Under a validator of the caller's, which may read what
+        the enum alone does not, it is listed as pydantic lists it."""
         json_schema = super().enum_schema(schema)
         cls = schema["cls"]
         listed = json_schema.get("enum")
@@ -231,18 +237,21 @@ class _StableDefaults(GenerateJsonSchema):
                 ]
                 if not readable:
                     pairs = list(zip(members, texts, strict=True))
-                    raise _EnumUnread(cls, pairs)
-                json_schema = {k: v for k, v in json_schema.items() if k not in ("enum", "type")}
-                kinds = {type(value) for value in readable}
-                for types_, name in (
-                    ({str}, "string"),
-                    ({int}, "integer"),
-                    ({int, float}, "number"),
-                ):
-                    if kinds <= types_:
-                        json_schema["type"] = name
-                        break
-                json_schema["enum"] = readable
+                    self._unread_enums[id(schema)] = (schema, _EnumUnread(cls, pairs))
+                else:
+                    json_schema = {
+                        k: v for k, v in json_schema.items() if k not in ("enum", "type")
+                    }
+                    kinds = {type(value) for value in readable}
+                    for types_, name in (
+                        ({str}, "string"),
+                        ({int}, "integer"),
+                        ({int, float}, "number"),
+                    ):
+                        if kinds <= types_:
+                            json_schema["type"] = name
+                            break
+                    json_schema["enum"] = readable
         if isinstance(cls, type) and issubclass(cls, enum.Flag):
             values = _flag_values(cls)
             if values is not None:
@@ -321,10 +330,17 @@ class _StableDefaults(GenerateJsonSchema):
 
     def _shown_skipped(self, root: core_schema.CoreSchema) -> str | None:
         """The first required field left out of the schema (`_note_skipped`) that an
-        answer reaches validation through, from the root: not beneath a schema left out
-        (a skipped field holding the model), nor beneath a validator of the caller's
-        (before, wrap, plain) or a model's own `__init__`, either of which may fill it in.
-        `None` if there is none: the answer never has to hold it."""
+        answer reaches validation through (`_first_reached`). `None` if there is none: the
+        answer never has to hold it."""
+        return self._first_reached(root, self._skipped_required)
+
+    def _first_reached(
+        self, root: core_schema.CoreSchema, noted: dict[int, tuple[Any, V]]
+    ) -> V | None:
+        """What is noted of the first of `noted`'s core schemas an answer reaches validation
+        through, from the root: not beneath a schema left out (a skipped field holding the
+        model), nor beneath a validator of the caller's (before, wrap, plain) or a model's
+        own `__init__`, either of which may read the answer another way. `None` if none is."""
         definitions: dict[str, Any] = dict(self._core_definitions)
         followed: set[str] = set()
         walked: set[int] = set()
@@ -337,9 +353,9 @@ class _StableDefaults(GenerateJsonSchema):
             if not isinstance(node, dict) or id(node) in walked:
                 continue
             walked.add(id(node))
-            noted = self._skipped_required.get(id(node))
-            if noted is not None and noted[0] is node:
-                return noted[1]
+            found = noted.get(id(node))
+            if found is not None and found[0] is node:
+                return found[1]
             if self._left_out.get(id(node)) is node:
                 continue
             kind = node.get("type")
@@ -432,13 +448,18 @@ class _StableDefaults(GenerateJsonSchema):
     ) -> JsonSchemaValue:
         """Pydantic's schema, with each tagged union's tag required in its branches
         (`_TagsRequired`). A type left out whole (`SkipJsonSchema[int]`) is refused
-        (`_NothingShown`), as is a required field left out that an answer must hold
+        (`_NothingShown`), as is an enum an answer reaches none of whose values validation
+        reads back (`enum_schema`), and a required field left out that an answer must hold
         (`_shown_skipped`)."""
         self._root, self._tagged_refs = schema, None
         try:
             json_schema = super().generate(schema, mode)
         except PydanticOmit:
             raise _NothingShown() from None
+        if self._unread_enums:
+            unread = self._first_reached(schema, self._unread_enums)
+            if unread is not None:
+                raise unread
         if self._skipped_required:
             skipped = self._shown_skipped(schema)
             if skipped is not None:
