@@ -31,6 +31,7 @@ __all__ = [
     "due_before",
     "extra_result",
     "extra_words",
+    "missing_words",
     "unanswered_calls",
     "unanswered_words",
 ]
@@ -99,13 +100,26 @@ def unanswered_words(found: Unanswered, display: str, *, adjacent: bool = True) 
     caller's ids and indexes, as the Anthropic encoder does (`display`: the endpoint's name).
     `adjacent`: the results were due right after the turn (Chat Completions), else anywhere
     after it (the Responses API)."""
-    ids = ", ".join(f"`{call_id}`" for call_id in found.calls)
-    noun = "the tool call" if len(found.calls) == 1 else "the tool calls"
-    head = f"{noun} {ids} of the assistant turn at `messages[{found.turn}]` got no tool result"
+    named = [(call_id, found.turn) for call_id in found.calls]
     if not adjacent:
-        return f"{head}, and {display} needs a result for each call"
-    until = due_before(found.before, found.before_role)
-    return f"{head} before {until}, and {display} needs each call's result right after it"
+        return f"{_no_result(named)}, and {display} needs a result for each call"
+    return missing_words(named, due_before(found.before, found.before_role), display)
+
+
+def missing_words(named: Sequence[tuple[str, int]], due: str, display: str) -> str:
+    """Why calls left without a result right after their turn are refused: `named`, each
+    call's id as the caller gave it and its assistant message's index; `due`, the turn the
+    results were due before (`due_before`). The words of every encoder that refuses them
+    (Chat Completions', Anthropic's and Gemini's, each on its own reading of a turn)."""
+    head = _no_result(named)
+    return f"{head} before {due}, and {display} needs each call's result right after it"
+
+
+def _no_result(named: Sequence[tuple[str, int]]) -> str:
+    ids = ", ".join(f"`{call_id}`" for call_id, _ in named)
+    where = ", ".join(sorted({f"`messages[{index}]`" for _, index in named}))
+    noun = "the tool call" if len(named) == 1 else "the tool calls"
+    return f"{noun} {ids} of the assistant turn at {where} got no tool result"
 
 
 def due_before(before: int | None, role: Literal["user", "assistant"] | None) -> str:

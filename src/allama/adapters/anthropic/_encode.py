@@ -28,7 +28,7 @@ from itertools import pairwise
 from typing import Any, TypeGuard
 
 from allama._degradations import FORMAT_NOT_SENT, STOPS_BLANK, Degradations, gives_tools
-from allama.adapters._answered import due_before, extra_result, extra_words
+from allama.adapters._answered import due_before, extra_result, extra_words, missing_words
 from allama.adapters._arguments import call_arguments
 from allama.adapters._http import (
     HttpRequest,
@@ -299,13 +299,7 @@ class _Encoder:
                 for call, asked in zip(message.tool_calls, own.tool_calls, strict=True):
                     given.setdefault(call.id, (asked.id, index))
         named = [given.get(call_id, (call_id, made_of[0])) for call_id in missing]
-        ids = ", ".join(f"`{call_id}`" for call_id, _ in named)
-        where = ", ".join(sorted({f"`messages[{index}]`" for _, index in named}))
-        noun = "the tool call" if len(named) == 1 else "the tool calls"
-        raise self.invalid(
-            f"{noun} {ids} of the assistant turn at {where} got no tool result before {due}, "
-            f"and {self.profile.display_name} needs each call's result right after it"
-        )
+        raise self.invalid(missing_words(named, due, self.profile.display_name))
 
     def message(self, message: Message) -> tuple[str, list[dict[str, Any]]]:
         if isinstance(message, UserMessage):

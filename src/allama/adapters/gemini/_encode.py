@@ -47,7 +47,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from allama._degradations import FORMAT_NOT_SENT, Degradations, gives_tools, stops_first
-from allama.adapters._answered import due_before, extra_result, extra_words
+from allama.adapters._answered import due_before, extra_result, extra_words, missing_words
 from allama.adapters._arguments import call_arguments
 from allama.adapters._http import (
     HttpRequest,
@@ -233,17 +233,11 @@ class _Encoder:
                 missing.append((call_id, index))
         if not missing:
             return
-        ids = ", ".join(f"`{call_id}`" for call_id, _ in missing)
-        where = ", ".join(sorted({f"`messages[{index}]`" for _, index in missing}))
-        noun = "the tool call" if len(missing) == 1 else "the tool calls"
         if said is not None:
             due = due_before(said, "user")
         else:
             due = due_before(later, "assistant" if later is not None else None)
-        raise self.invalid(
-            f"{noun} {ids} of the assistant turn at {where} got no tool result before {due}, "
-            f"and {self.profile.display_name} needs each call's result right after it"
-        )
+        raise self.invalid(missing_words(missing, due, self.profile.display_name))
 
     def message(self, message: Message) -> tuple[str, list[dict[str, Any]]]:
         if isinstance(message, UserMessage):
