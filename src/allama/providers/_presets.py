@@ -569,6 +569,7 @@ _PRESETS: tuple[Preset, ...] = (
             reasoning_back="reasoning",
             response_schema_any_root=CapabilitySupport.SUPPORTED,
             image_urls=False,
+            image_data_types=frozenset({"image/jpeg", "image/jpg", "image/png", "image/webp"}),
         ),
         "http://localhost:11434/v1",
         "OLLAMA_API_KEY",

@@ -305,10 +305,10 @@ class _Encoder:
     def image_url(self, part: ImagePart) -> str | None:
         """The image's URL, or its bytes as a data URL, checked as the other encoders check
         one and of standard base64 alone (not the whitespace, `%3D` or URL-safe `-_` a data
-        URL may hold): OpenAI answers 400 "Invalid base64 image_url" to those. Ollama reads
-        only `data:image/{jpeg,jpg,png,webp};base64,` or `data:;base64,` (else "invalid
-        image input"), so another type goes there as the latter, its bytes alone; `None`
-        (with a warning) for an image by URL where the endpoint takes none (`image_urls`)."""
+        URL may hold): OpenAI answers 400 "Invalid base64 image_url" to those. A type the
+        endpoint does not read in a data URL goes as `data:;base64,` (`image_data_types`,
+        Ollama's); `None` (with a warning) for an image by URL where the endpoint takes none
+        (`image_urls`)."""
         try:
             found = inline_image(part)
         except UnreadablePart as error:
@@ -327,8 +327,9 @@ class _Encoder:
                 f"the image holds no data, which {self.profile.display_name} cannot read"
             )
         media_type = found.media_type
-        if self.profile.name == _OLLAMA:
-            media_type = media_type if media_type in _OLLAMA_IMAGE_TYPES else ""
+        named = self.profile.image_data_types
+        if named is not None:
+            media_type = media_type if media_type in named else ""
         elif not media_type:
             raise self.invalid(NO_IMAGE_TYPE)
         return f"data:{media_type};base64,{found.text}"
@@ -1535,14 +1536,6 @@ def sent_arguments(call: ToolCall) -> str:
     object, which Ollama reads with `json.Unmarshal` and answers 400 to where it is blank,
     as the native Ollama and Gemini encoders send them."""
     return call.arguments if call.arguments.strip() else "{}"
-
-
-_OLLAMA = "ollama-openai"
-"""The profile of Ollama's OpenAI-compatible endpoint, which reads an image's data URL by
-its exact start (`decodeImageURL`)."""
-
-_OLLAMA_IMAGE_TYPES = frozenset({"image/jpeg", "image/jpg", "image/png", "image/webp"})
-"""The media types Ollama's endpoint takes named in an image's data URL."""
 
 
 def encode_request(

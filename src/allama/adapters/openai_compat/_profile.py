@@ -122,6 +122,11 @@ class WireProfile:
     """Whether an image may go by its URL (not a data URL): Ollama's `/v1` answers 400 "image
     URLs are not currently supported, please use base64 encoded data instead", so there one
     is left out, with a warning (refused under the error policy), as on Ollama's own API."""
+    image_data_types: frozenset[str] | None = None
+    """The image types an image's data URL may name there, `None`: any. Ollama's `/v1` reads
+    a data URL by its exact start (`data:image/{jpeg,jpg,png,webp};base64,` or
+    `data:;base64,`, else "invalid image input"), so another type goes as the latter, its
+    bytes alone, for the server to tell from them."""
     file_parts: bool = False
     """Whether PDF documents go as `file` content parts (OpenAI, Azure OpenAI, OpenRouter)."""
     file_parts_from: str | None = None
