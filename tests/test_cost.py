@@ -1183,6 +1183,50 @@ def test_a_record_of_batch_and_live_passes_reads_back_without_a_batch_price() ->
     )
 
 
+def test_a_record_of_batch_and_live_passes_names_its_batch_part() -> None:
+    # A provider batch job's answer and a live follow-up: not all at standard prices.
+    usage = Usage(input_tokens=1_000_000, output_tokens=1_000_000)
+    live = prices.cost_of("openai", "gpt-4o-2024-08-06", usage)
+    in_job = prices.cost_of("openai", "gpt-4o-2024-08-06", usage, batch=True)
+    assert isinstance(live, Cost) and isinstance(in_job, Cost)
+    total = live.total + in_job.total
+    from_job = response(usage=usage).model_copy(update={"batch_job": "batch_1"})
+    first = record(from_job, response(usage=usage)).cost
+    assert first is not None and first.batch is False and first.total == total
+    assert str(first) == (
+        f"{total} USD (genai-prices {VERSION}, openai/gpt-4o (batch) + openai/gpt-4o)"
+    )
+    second = record(response(usage=usage), from_job).cost
+    assert second is not None
+    assert second.source == f"genai-prices {VERSION}, openai/gpt-4o + openai/gpt-4o (batch)"
+    # All of it from jobs: at batch prices, said once, as before.
+    both = record(from_job, from_job).cost
+    assert str(both) == (
+        f"{in_job.total * 2} USD at batch prices (genai-prices {VERSION}, openai/gpt-4o)"
+    )
+
+
+def test_a_batch_cost_added_to_another_names_its_batch_part() -> None:
+    def cost(source: str, *, batch: bool) -> Cost:
+        one = Decimal(1)
+        return Cost(input=one, output=one, total=one + one, source=source, batch=batch)
+
+    job = cost("genai-prices 1, openai/gpt-4o + openai/gpt-4o-mini", batch=True)
+    live = cost("genai-prices 1, openai/gpt-4o", batch=False)
+    assert (job + live).source == (
+        "genai-prices 1, openai/gpt-4o (batch) + openai/gpt-4o-mini (batch); "
+        "genai-prices 1, openai/gpt-4o"
+    )
+    assert (live + job).batch is False
+    assert (live + job).source == (
+        "genai-prices 1, openai/gpt-4o; "
+        "genai-prices 1, openai/gpt-4o (batch) + openai/gpt-4o-mini (batch)"
+    )
+    # All of it at batch prices: as it is.
+    assert (job + job).source == job.source and (job + job).batch is True
+    assert (cost("s", batch=True) + live).source == "s (batch); genai-prices 1, openai/gpt-4o"
+
+
 def test_a_batch_cost_reads_back_as_one() -> None:
     cost = Cost(
         input=Decimal("0.5"), output=Decimal("1.25"), total=Decimal("1.75"), source="s", batch=True

@@ -297,3 +297,63 @@ def test_a_tool_call_naming_no_tool_still_does_not_fit() -> None:
     answer = body({"tool_calls": [{"id": "c", "type": "custom", "custom": {}}]}, "tool_calls")
     with pytest.raises(ServerError, match="do not fit the chat completion shape"):
         decode_body(json.dumps(answer))
+
+
+# 4. Reasoning counted apart from the completion (Grok on Azure AI Foundry, BerriAI/litellm
+# #39426): told by the numbers, whatever the preset; allama's output includes the reasoning
+
+
+def usage_with(prompt: int, completion: int, total: int, reasoning: int) -> dict[str, Any]:
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": total,
+        "completion_tokens_details": {"reasoning_tokens": reasoning},
+    }
+
+
+@pytest.mark.parametrize(
+    ("counts", "expected"),
+    [
+        # The completion smaller than its own reasoning: 1 token of answer, 97 of reasoning.
+        (usage_with(12, 1, 110, 97), Usage(input_tokens=12, output_tokens=98, reasoning_tokens=97)),
+        # The total adds the reasoning to the prompt and the completion.
+        (
+            usage_with(12, 150, 259, 97),
+            Usage(input_tokens=12, output_tokens=247, reasoning_tokens=97),
+        ),
+        # The completion that includes the reasoning (OpenAI's count): as it is.
+        (
+            usage_with(12, 150, 162, 97),
+            Usage(input_tokens=12, output_tokens=150, reasoning_tokens=97),
+        ),
+        # No total to tell by, the completion no smaller than the reasoning: as it is.
+        (
+            {k: v for k, v in usage_with(12, 150, 0, 97).items() if k != "total_tokens"},
+            Usage(input_tokens=12, output_tokens=150, reasoning_tokens=97),
+        ),
+    ],
+)
+def test_reasoning_outside_the_completion_is_read_from_the_numbers(
+    counts: dict[str, Any], expected: Usage
+) -> None:
+    answer = {**body({"content": '{"name":"Ada"}'}, "stop"), "usage": counts}
+    target, _ = provider(
+        "azure-foundry", (200, answer), base_url="https://x.services.ai.azure.com/openai/v1"
+    )
+    whole: ChatResponse = target.chat(ChatRequest("grok-4-1-fast-reasoning").user("x"))
+    assert whole.usage == expected
+    data = sse(
+        chunk({"role": "assistant", "content": '{"name":"Ada"}'}, "stop"), chunk(None, usage=counts)
+    )
+    assert (
+        streamed("openai-compatible", data, base_url="http://127.0.0.1:8000/v1").usage == expected
+    )
+
+
+def test_xai_adds_its_reasoning_whatever_its_total_says() -> None:
+    # xAI's preset knows its count: its reasoning is outside however the numbers read.
+    answer = {**body({"content": "ok"}, "stop"), "usage": usage_with(12, 150, 162, 97)}
+    target, _ = provider("xai", (200, answer))
+    whole: ChatResponse = target.chat(ChatRequest("grok-4").user("x"))
+    assert whole.usage == Usage(input_tokens=12, output_tokens=247, reasoning_tokens=97)

@@ -186,7 +186,8 @@ class Cost:
     per-request fee. Amounts are exact `Decimal`s in `currency` (genai-prices' prices are
     in US dollars). `source` names the price data and what it matched, such as
     `"genai-prices 0.2.3, openai/gpt-4o"`; `batch` says the prices are a provider's batch
-    prices.
+    prices. A sum of costs at batch prices and others is not one: its source names the
+    batch part (`"openai/gpt-4o (batch) + openai/gpt-4o"`), as it does a service tier.
 
     >>> a = Cost(input=Decimal("0.25"), output=Decimal("1"), total=Decimal("1.25"), source="s")
     >>> (a + a).total
@@ -210,7 +211,7 @@ class Cost:
             output=MONEY.add(self.output, other.output),
             total=MONEY.add(self.total, other.total),
             currency=self.currency,
-            source=_joined(self.source, other.source),
+            source=_joined(_batch_named(self, other), _batch_named(other, self)),
             batch=self.batch and other.batch,
         )
 
@@ -267,6 +268,26 @@ def _decimal(value: Any) -> Decimal:
     if isinstance(value, bool) or not isinstance(value, str | int):
         raise TypeError(f"{value!r} is not an amount")
     return Decimal(value)
+
+
+_BATCH_PART = " (batch)"
+"""What a source adds to a price it names that was a batch price, in a cost not all at
+batch prices (whose `batch` is false, and would otherwise read as at standard prices)."""
+
+
+def _batch_named(cost: Cost, other: Cost) -> str:
+    """`cost`'s source, each price it names marked as a batch one (`_BATCH_PART`) where it
+    is at batch prices and `other` is not; as it is otherwise."""
+    if not cost.batch or other.batch or not cost.source:
+        return cost.source
+    parts: list[str] = []
+    for part in cost.source.split("; "):
+        label, comma, refs = part.partition(", ")
+        if not comma:  # a source not of the form `label, ref + ref`: marked whole
+            parts.append(part + _BATCH_PART)
+            continue
+        parts.append(f"{label}, {' + '.join(ref + _BATCH_PART for ref in refs.split(' + '))}")
+    return "; ".join(parts)
 
 
 def _joined(a: str, b: str) -> str:
@@ -370,7 +391,7 @@ def _price(entries: Iterable[Charge | Cost | str], batch: bool) -> Cost | str:
     ]
     known: Cost | None = None
     charged: Cost | None = None
-    matched: dict[str, list[str]] = {}  # what each price data's name matched
+    matched: dict[str, list[tuple[str, bool]]] = {}  # what each price data's name matched
     for entry in entries:
         if isinstance(entry, str):
             return entry
@@ -394,12 +415,17 @@ def _price(entries: Iterable[Charge | Cost | str], batch: bool) -> Cost | str:
             return priced
         one, ref, label = priced
         refs = matched.setdefault(label, [])
-        if ref not in refs:
-            refs.append(ref)
+        if (ref, one.batch) not in refs:
+            refs.append((ref, one.batch))
         charged = one if charged is None else charged + one
     if charged is not None:
-        # One source however many passes matched the same model.
-        source = "; ".join(f"{label}, {' + '.join(refs)}" for label, refs in matched.items())
+        # One source however many passes matched the same model; where some passes were
+        # at batch prices and others not, those named as such.
+        mixed = not charged.batch and any(b for refs in matched.values() for _, b in refs)
+        source = "; ".join(
+            f"{label}, {' + '.join(ref + _BATCH_PART if b and mixed else ref for ref, b in refs)}"
+            for label, refs in matched.items()
+        )
         if charged.source != source:
             charged = replace(charged, source=source)
         return charged if known is None else known + charged

@@ -218,14 +218,20 @@ def usage_of(usage: WireUsage, *, reasoning_outside_completion: bool = False) ->
 
     `reasoning_outside_completion` is for servers (xAI) whose `completion_tokens` leave out
     the reasoning tokens that `total_tokens` includes; allama's `output_tokens` always
-    include them.
+    include them. Other servers that count so (Grok on Azure AI Foundry) are told by their
+    numbers: a completion smaller than its reasoning, or a total that adds the reasoning to
+    the prompt and completion.
     """
     prompt = usage.prompt_tokens_details
     completion = usage.completion_tokens_details
     reasoning = completion.reasoning_tokens if completion is not None else None
     output = usage.completion_tokens
-    if reasoning_outside_completion and output is not None and reasoning:
-        output += reasoning
+    if output is not None and reasoning:
+        outside = reasoning_outside_completion or 0 <= output < reasoning
+        if not outside and reasoning > 0 and usage.prompt_tokens is not None:
+            outside = usage.total_tokens == usage.prompt_tokens + output + reasoning
+        if outside:
+            output += reasoning
     cached = prompt.cached_tokens if prompt is not None else None
     if cached is None:
         cached = usage.prompt_cache_hit_tokens
