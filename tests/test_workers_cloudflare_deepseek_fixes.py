@@ -230,7 +230,7 @@ def test_an_envelope_under_http_200_is_classified_by_its_documented_code() -> No
 
 
 def test_an_envelope_with_an_error_status_gives_its_message() -> None:
-    words = "AiError: Bad input: JSON Mode couldn't be met"
+    words = "AiError: Bad input: Type mismatch of '/messages/0/content'"
     error = _failure(400, _envelope(5006, words))
     assert isinstance(error, allama.InvalidRequestError)
     assert (error.message, error.retryable, error.context.status) == (words, False, 400)

@@ -47,6 +47,7 @@ from allama.adapters.openai_compat._profile import SchemaDialect, WireProfile, p
 from allama.errors import InvalidRequestError
 from allama.schema._errors import SchemaError
 from allama.schema._rewrite import Rewrite, SchemaNote, apply_strict_policy
+from allama.schema._walk import MAX_DEPTH, SCHEMA_LISTS, SCHEMA_MAPS, SCHEMA_SINGLE
 from allama.types import (
     AssistantMessage,
     CapabilitySupport,
@@ -116,6 +117,7 @@ class _Encoder:
         self.degradations = degradations
         self.stream = stream
         self.schema_sent = False
+        """Whether a schema was asked to go strict (the Responses API's routing reads it)."""
         self.schema_instruction: str | None = None
         """The schema, in words, where only `json_object` can carry it (`json_object_note`)."""
         self.as_sent: dict[str, Any] = {}
@@ -591,6 +593,7 @@ class _Encoder:
                     )
             self.schema_sent = True
         parameters = self.without_schema_ids(parameters, RequestField.TOOLS, f"tool `{tool.name}`")
+        parameters = self.in_taken_shapes(parameters, f"tool `{tool.name}`")
         function = _present(
             name=tool.name, description=tool.description, parameters=parameters, strict=strict
         )
@@ -614,6 +617,20 @@ class _Encoder:
             f"or `$id`; {subject} was sent without its {keys}",
         )
         return {key: value for key, value in schema.items() if key not in _SCHEMA_IDS}
+
+    def in_taken_shapes(self, schema: dict[str, Any], subject: str) -> dict[str, Any]:
+        """`schema` as xAI takes it, which answers 400 to a boolean subschema and to `items`
+        as an array: `true` as `{}` and a tuple as `prefixItems`, as the grammar dialects
+        send them, and `false` as `{"not": {}}`, each accepting the same values. Its strict
+        rewrite has neither; a schema that goes as given (not strict, or one its strict
+        subset cannot hold) may. Elsewhere `schema` goes as it is."""
+        if self.profile.strict_profile != "xai":
+            return schema
+        try:
+            rewrite = cached_rewrite(schema, _TAKEN_SHAPES, lambda: Rewrite(_taken_shapes(schema)))
+        except SchemaError as error:
+            raise self.unreadable(subject, error) from error
+        return rewrite.schema
 
     def strict_schema(
         self, dialect: SchemaDialect, schema: dict[str, Any], field: RequestField, subject: str
@@ -1036,6 +1053,7 @@ class _Encoder:
                     self.profile.response_dialect, schema, field, subject
                 )
         schema = self.without_schema_ids(schema, field, subject)
+        schema = self.in_taken_shapes(schema, subject)
         if self.profile.json_schema_shape == "raw":
             return {"type": "json_schema", "json_schema": schema}
         body: dict[str, Any] = {"name": name, "schema": schema}
@@ -1360,8 +1378,9 @@ class _Encoder:
         for key, field in _CARRIERS:
             if key in body and key in given and given[key] != body[key]:
                 self.option_replaced(field, key, given[key])
-        if profile.require_parameters and self.schema_sent:
-            body["provider"] = self.schema_routing(given)
+        routed = _routed_parameters({**body, **given})
+        if profile.require_parameters and routed:
+            body["provider"] = self.strict_routing(given, routed)
             given.pop("provider", None)
         if thinking is not None and "thinking" in given:
             self.effort_replaced(given["thinking"])
@@ -1371,21 +1390,29 @@ class _Encoder:
         return body
 
     def schema_routing(self, option: Mapping[str, Any]) -> dict[str, Any]:
-        """OpenRouter's `provider` for a request whose schema is sent: the caller's routing
-        (`order`, `allow_fallbacks`, in the body `option`) with `require_parameters: true`,
-        so that no upstream that would drop the schema is chosen (and a model with none
-        that takes it answers the 404 an extraction falls back on). What the caller gave in
-        its place is not sent, with a refusal on `RequestField.OPTIONS`, as the stream's
-        `include_usage` is kept: a `require_parameters` other than true, a `provider` that
-        is no object."""
+        """`strict_routing` for a request whose schema is sent (the Responses API's)."""
+        return self.strict_routing(option, ["schema"])
+
+    def strict_routing(self, option: Mapping[str, Any], routed: list[str]) -> dict[str, Any]:
+        """OpenRouter's `provider` for a request whose answer hangs on a parameter an
+        upstream may drop (`routed`, `_routed_parameters`): the caller's routing (`order`,
+        `allow_fallbacks`, in the body `option`) with `require_parameters: true`, since
+        without it OpenRouter treats `response_format` and `tools` as a preference, routes
+        to upstreams that ignore them, and drops them where none of the model's takes them
+        (and a model with none that takes them answers the 404 an extraction falls back
+        on). What the caller gave in its place is not sent, with a refusal on
+        `RequestField.OPTIONS`, as the stream's `include_usage` is kept: a
+        `require_parameters` other than true, a `provider` that is no object."""
         ours: dict[str, Any] = {"require_parameters": True}
         if "provider" not in option:
             return ours
         theirs = option["provider"]
         what = f"`provider` of the body option `{self.namespace}`"
+        one = routed != ["tools"] and len(routed) == 1
         why = (
-            "the request's schema needs `require_parameters: true`, or "
-            f"{self.profile.display_name} may route it to an upstream that ignores it"
+            f"the request's {' and '.join(routed)} {'needs' if one else 'need'} "
+            f"`require_parameters: true`, or {self.profile.display_name} may route it to an "
+            f"upstream that ignores {'it' if one else 'them'}"
         )
         if not isinstance(theirs, dict):
             given = json.dumps(theirs, ensure_ascii=False, separators=(",", ":"), default=repr)
@@ -1470,6 +1497,86 @@ _LIMIT_FIELDS = ("max_completion_tokens", "max_tokens")
 _FUNCTION_TYPES = ("function", "custom")
 """The tool types a model with no function calling is not sent (the body option's others
 are the model's built-in tools)."""
+
+
+_TAKEN_SHAPES = "xai_shapes"
+"""The cache key of a schema in the shapes xAI takes (`in_taken_shapes`)."""
+_SWITCHES = frozenset(
+    {"additionalProperties", "unevaluatedProperties", "additionalItems", "unevaluatedItems"}
+)
+"""The keywords whose `true` or `false` opens or closes an object or array, the form
+OpenAI's strict mode and xAI's documentation write them in: kept."""
+_VALUE_SCHEMAS = frozenset({*SCHEMA_SINGLE, "items"})
+_TUPLE_KEYS = {"items": "prefixItems", "additionalItems": "items"}
+"""A tuple's keywords before 2020-12, and theirs since."""
+_SCHEMA_MAPS = frozenset({*SCHEMA_MAPS, "dependencies"})
+_OLD_DRAFTS = re.compile(r"draft-0[3-7]")
+"""A `$schema` naming a draft that reads `prefixItems` as no keyword at all."""
+
+
+def _taken_shapes(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` with each boolean subschema as an object schema and each `items` array as
+    `prefixItems` (its `additionalItems` as `items`), for `in_taken_shapes`; what nests past
+    `MAX_DEPTH` goes as it is. Where a tuple moved, a root `$schema` naming an older draft,
+    which reads `prefixItems` as no keyword, is not sent (it says nothing of the values)."""
+    moved = False
+
+    def shaped(node: Any, depth: int) -> Any:
+        nonlocal moved
+        if node is True:
+            return {}
+        if node is False:
+            return {"not": {}}
+        if not isinstance(node, dict) or depth >= MAX_DEPTH:
+            return node
+        out: dict[str, Any] = {}
+        tuple_items = isinstance(node.get("items"), list) and "prefixItems" not in node
+        moved = moved or tuple_items
+        after_tuple = tuple_items or "prefixItems" in node
+        for key, value in node.items():
+            if tuple_items and key in _TUPLE_KEYS:
+                key = _TUPLE_KEYS[key]
+            if key in SCHEMA_LISTS and isinstance(value, list):
+                out[key] = [shaped(sub, depth + 1) for sub in value]
+            elif key in _SCHEMA_MAPS and isinstance(value, dict):
+                out[key] = {
+                    name: sub if isinstance(sub, list) else shaped(sub, depth + 1)
+                    for name, sub in value.items()
+                }
+            elif isinstance(value, bool) and (key in _SWITCHES or (key == "items" and after_tuple)):
+                out[key] = value  # whether more properties or items may follow: a switch
+            elif key in _VALUE_SCHEMAS:
+                out[key] = shaped(value, depth + 1)
+            else:
+                out[key] = value
+        return out
+
+    sent: dict[str, Any] = shaped(schema, 0)
+    draft = sent.get("$schema")
+    if moved and isinstance(draft, str) and _OLD_DRAFTS.search(draft):
+        del sent["$schema"]
+    return sent
+
+
+_ROUTED_FORMATS = {"json_schema": "schema", "json_object": "JSON mode"}
+"""How a routing refusal names the response format a request's answer hangs on."""
+
+
+def _routed_parameters(body: Mapping[str, Any]) -> list[str]:
+    """What of `body` (the body option's fields in it) a router's upstream may drop
+    without a word, in a routing refusal's words: a response format other than `text`
+    (its schema, or JSON mode), and tools (which a forced `tool_choice` needs, and without
+    which the model cannot call one; not under `tool_choice: none`, which calls none);
+    empty where the answer hangs on neither."""
+    routed: list[str] = []
+    fmt = body.get("response_format")
+    kind = fmt.get("type") if isinstance(fmt, dict) else None
+    if fmt is not None and kind != "text":
+        named = _ROUTED_FORMATS.get(kind) if isinstance(kind, str) else None
+        routed.append(named or "response format")
+    if body.get("tools") and body.get("tool_choice") != "none":
+        routed.append("tools")
+    return routed
 
 
 def _tool_type(tool: Any) -> str | None:

@@ -22,6 +22,7 @@ from typing import Any
 from allama.adapters._http import body_message, http_date, wait_until, wire_json
 from allama.errors import (
     REPORTED_USAGE_KEY,
+    SCHEMAS_TOGETHER_KEY,
     UNNAMED_PARAMETERS_KEY,
     AuthenticationError,
     ContextWindowExceededError,
@@ -128,6 +129,18 @@ _RESPONSE_FORMAT_SCHEMA = (
 """A refused schema or response format: DeepInfra's 405 "json_schema (or json_object)
 response format is not supported for model: ..." refuses JSON mode as it does a schema."""
 _TOOL_SCHEMA = r"(?i)invalid schema for function"
+_GRAMMAR_SCHEMA = (
+    r"(?i)json schema contains features not supported by|"
+    r"failed to transform json schema into a grammar"
+)
+"""vLLM's 400 to a schema its grammar backend cannot compile ("The provided JSON schema
+contains features not supported by xgrammar.", "Failed to transform json schema into a
+grammar: ..."), a response format's or a tool's (a forced or strict one is compiled too):
+its words name neither, so the field is read from the request (`SCHEMAS_TOGETHER_KEY`)."""
+_JSON_MODE_UNMET = r"(?i)json mode couldn'?t be met"
+"""Workers AI's error when the model's output did not meet the schema ("JSON Mode couldn't
+be met", in its envelope or an error object, under HTTP 400 or 200): the model answered
+and the check refused it, as Groq's `json_validate_failed`."""
 _UNFORCEABLE = r"(?i)does not support this tool_choice"
 """DeepSeek's 400 to a forced `tool_choice` in thinking mode ("Thinking mode does not
 support this tool_choice"; "deepseek-reasoner does not support this tool_choice")."""
@@ -634,12 +647,12 @@ def _classify(status: int | None, info: ErrorInfo, headers: Mapping[str, str]) -
         words = message if info.filtered is None else f"{message} ({info.filtered})"
         blocked = InvalidRequestError(words)
         return blocked.with_metadata(CONTENT_FILTER_KEY, info.filtered or FLAGGED_UNNAMED)
-    if code in ("json_validate_failed", "tool_use_failed"):
+    if code in ("json_validate_failed", "tool_use_failed") or re.search(_JSON_MODE_UNMET, message):
         # The model answered, and the provider's check of the answer refused it (Groq's,
-        # the answer in `failed_generation`): against the schema, or as a tool call (one
-        # whose arguments the tool's schema refused, text where a call was required, a
-        # call it could not read): asking again may pass. Made, and maybe billed, for what
-        # its error does not say (no usage comes).
+        # the answer in `failed_generation`; Workers AI's, without it): against the schema,
+        # or as a tool call (one whose arguments the tool's schema refused, text where a
+        # call was required, a call it could not read): asking again may pass. Made, and
+        # maybe billed, for what its error does not say (no usage comes).
         return RejectedOutputError(message, failed_output=info.failed_generation).with_metadata(
             REPORTED_USAGE_KEY, {}
         )
@@ -676,6 +689,10 @@ def _classify(status: int | None, info: ErrorInfo, headers: Mapping[str, str]) -
         field = _refused_field(message)
     if field is not None:
         return UnsupportedError(message, field=field, stage=UnsupportedStage.PROVIDER)
+    if status in (400, None) and re.search(_GRAMMAR_SCHEMA, message):
+        # Whose schema it is the request says: put on its field (`SCHEMAS_TOGETHER_KEY`).
+        refused = UnsupportedError(message, stage=UnsupportedStage.PROVIDER)
+        return refused.with_metadata(SCHEMAS_TOGETHER_KEY, "strict")
     if status == 401 or (status in (400, 403) and re.search(_BAD_KEY, message)):
         return AuthenticationError(message)
     if status == 403 and info.flagged:
