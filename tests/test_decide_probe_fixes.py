@@ -8,15 +8,18 @@ import asyncio
 import enum
 import json
 import math
-from typing import Any, Literal
+import sys
+from typing import Annotated, Any, Literal, Union
 
 import pytest
+import typing_extensions
 
 import allama
 from _recording import prompt_only_over, provider
 from allama import ChatRequest, ExtractionMode, Extractor, MissingToolCallError, ParseError
 from allama.extract._choices import options_of
 from allama.extract._probabilities import Measured, Spelling, measure
+from allama.mock import MockProvider
 from allama.types import (
     CapabilitySupport,
     ChatCapability,
@@ -1592,3 +1595,218 @@ def test_a_log_probability_plainly_above_zero_is_still_refused() -> None:
     decision = allama.decide(target, YES_NO, ChatRequest("gpt-4o-mini").user("q"))
     assert decision.response.logprobs is None
     assert decision.probabilities_missing == CONTENT_MESSAGE
+
+
+# 22. A type alias of a choice (`type Color = Literal[...]`, `TypeAliasType`, an Enum's
+# alias), `Annotated` around one, and a union of `Literal`s were refused as no choice,
+# though extraction takes them and `decide`'s overloads take any type form. Each is decided
+# as the choice it stands for, named as the caller wrote it, its value of the caller's type.
+
+Color = typing_extensions.TypeAliasType("Color", Literal["red", "green"])
+Shade = typing_extensions.TypeAliasType("Shade", Color)
+
+
+class Tone(enum.Enum):
+    WARM = "warm"
+    COLD = "cold"
+
+
+ToneAlias = typing_extensions.TypeAliasType("ToneAlias", Tone)
+
+
+Mixed = typing_extensions.TypeAliasType("Mixed", Union[Color, Literal["blue"]])  # noqa: UP007
+RED_GREEN = ["red", "green"]
+
+
+@pytest.mark.parametrize(
+    ("tp", "name", "labels", "answer", "value"),
+    [
+        (Color, "Color", RED_GREEN, "green", "green"),
+        (Shade, "Shade", RED_GREEN, "green", "green"),
+        (ToneAlias, "ToneAlias", ["warm", "cold"], "cold", Tone.COLD),
+        (
+            Annotated[Literal["red", "green"], "doc"],
+            "Literal['red', 'green']",
+            RED_GREEN,
+            "green",
+            "green",
+        ),
+        (Annotated[Color, "doc"], "Color", RED_GREEN, "green", "green"),
+        (Annotated[bool, "doc"], "bool", ["Yes", "No"], "No", False),
+        (
+            Literal["red"] | Literal["green"],
+            "Union[Literal['red'], Literal['green']]",
+            RED_GREEN,
+            "green",
+            "green",
+        ),
+        (
+            Union[Mixed, Literal["grey"]],  # noqa: UP007
+            "Union[Mixed, Literal['grey']]",
+            ["red", "green", "blue", "grey"],
+            "blue",
+            "blue",
+        ),
+    ],
+    ids=[
+        "alias",
+        "alias-of-alias",
+        "enum-alias",
+        "annotated",
+        "annotated-alias",
+        "bool",
+        "union",
+        "union-of-alias",
+    ],
+)
+def test_an_alias_annotated_or_union_of_literals_is_decided_as_its_choice(
+    tp: Any, name: str, labels: list[str], answer: str, value: Any
+) -> None:
+    target, recorder = provider("openai", (200, completion(json.dumps({"value": answer}))))
+    decision = allama.decide(
+        target, tp, ChatRequest("gpt-4o-mini").user("q"), descriptions={value: "this one"}
+    )
+    assert decision.value == value and type(decision.value) is type(value)
+    assert options_of(tp).name == name
+    sent = recorder.bodies[0]["response_format"]["json_schema"]["schema"]
+    assert sent["properties"]["value"]["enum"] == labels
+    assert f"- {answer}: this one" in recorder.bodies[0]["messages"][0]["content"]
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="the `type` statement is 3.12's")
+def test_a_type_statement_alias_is_decided_as_its_choice() -> None:
+    scope: dict[str, Any] = {"Literal": Literal, "Tone": Tone}
+    exec("type Color = Literal['red', 'green']\ntype Both = Color | Literal['blue']", scope)
+    exec("type Warmth = Tone\ntype Loop = Literal['a'] | Loop", scope)
+    assert options_of(scope["Color"]).name == "Color"
+    assert options_of(scope["Both"]).labels == ("red", "green", "blue")
+    assert options_of(scope["Both"] | Literal["grey"]).labels == ("red", "green", "blue", "grey")
+    assert options_of(scope["Warmth"]).options[0].value is Tone.WARM
+    with pytest.raises(TypeError, match=r"^decide\(\) takes .*, not Loop; for other types"):
+        options_of(scope["Loop"])
+
+
+def test_an_alias_or_union_of_no_choice_is_refused_by_its_name() -> None:
+    with pytest.raises(TypeError) as caught:
+        options_of(typing_extensions.TypeAliasType("Count", int))
+    assert str(caught.value) == (
+        "decide() takes an Enum, a Literal[...] or bool as the type of its answer, not Count; "
+        "for other types use extract()"
+    )
+    with pytest.raises(TypeError) as caught:
+        options_of(Literal["a"] | int)
+    assert str(caught.value) == (
+        "decide() takes an Enum, a Literal[...] or bool as the type of its answer, not "
+        "typing.Union[typing.Literal['a'], int]; for other types use extract()"
+    )
+    # Unflattened, the union's alike options are refused as one Literal's are.
+    with pytest.raises(ValueError) as alike:
+        options_of(Literal["a", "b"] | Literal["b"])
+    assert str(alike.value) == (
+        "Union[Literal['a', 'b'], Literal['b']] has two options written `b` ('b' and 'b'); "
+        "the model could not tell them apart"
+    )
+
+
+# 23. A lone surrogate in an option (text cut between the halves of a character) crashed
+# with pydantic's `SchemaError` building the answer's type, or was refused by the encoder
+# on llama.cpp: it is refused before sending, the option named, on every route.
+
+
+@pytest.mark.parametrize("preset", ["openai", "anthropic", "gemini", "ollama"])
+def test_an_option_holding_a_lone_surrogate_is_refused_before_sending(preset: str) -> None:
+    target, recorder = provider(preset, (200, completion("b")))
+    with pytest.raises(ValueError) as caught:
+        allama.decide(target, Literal["a\ud800", "b"], ChatRequest("m").user("q"))
+    assert str(caught.value) == (
+        "Literal['a\\ud800', 'b'] has an option written 'a\\ud800', which holds a lone "
+        "surrogate that UTF-8 cannot carry (text cut between the halves of a character?)"
+    )
+    assert recorder.bodies == []
+    with pytest.raises(ValueError, match="lone surrogate"):
+        allama.decide(MockProvider.with_structured("b"), Literal["a\ud800", "b"], ChatRequest("m"))
+
+
+# 24. The prompt listed each option as `- {label}: {description}` as written: a label or a
+# description holding a line break showed the model options that are none (`- a` and `b`
+# for `a\nb`; `- d` in c's description). A label with a control character, a line break or
+# space at its ends (or a leading quote) is listed as a JSON string, and a description's
+# further lines are indented under its option; an answer copied as listed is read as its
+# option. Other labels are listed as before.
+
+
+def test_a_label_or_description_with_a_line_break_lists_no_other_option() -> None:
+    options = options_of(
+        Literal["a\nb", "c", " d", "tab\there", '"q"', "plain: text"],
+        {"c": "the letter c\n- d\n\nmore", "a\nb": "two lines"},
+    )
+    assert options.listing() == (
+        '- "a\\nb": two lines\n'
+        "- c: the letter c\n"
+        "  - d\n"
+        "\n"
+        "  more\n"
+        '- " d"\n'
+        '- "tab\\there"\n'
+        '- "\\"q\\""\n'
+        "- plain: text"
+    )
+    assert options_of(Literal["café", "\u2028x"]).listing() == '- café\n- "\u2028x"'
+
+
+@SIDES
+@pytest.mark.parametrize("written", ['"a\\nb"', ' "a\\nb"\n', "a\nb"])
+def test_an_answer_copied_as_its_option_is_listed_is_that_option(
+    is_async: bool, written: str
+) -> None:
+    tokens = [tok(written, 0.9, ("c", 0.1))]
+    target, recorder = provider("openai", (200, with_tokens(written, tokens)))
+    decision = decided(
+        is_async,
+        Extractor(),
+        prompt_only_over(target),
+        Literal["a\nb", "c"],
+        ChatRequest("gpt-4o-mini").user("q"),
+        descriptions={"c": "the letter c\n- d"},
+    )
+    assert decision.value == "a\nb"
+    assert not decision.metadata.repaired
+    assert recorder.bodies[0]["messages"][0]["content"] == (
+        "Answer with exactly one of the options below, written exactly as it is listed, and "
+        'nothing else.\n\nOptions:\n- "a\\nb"\n- c: the letter c\n  - d'
+    )
+    if written == "a\nb":  # the label itself, read as before
+        assert decision.probabilities == pytest.approx({"a\nb": 0.0, "c": 0.0})
+    else:
+        assert decision.probabilities is None
+        assert decision.probabilities_missing == (
+            "the answer was written as the prompt lists its option, a JSON string: measured "
+            "within it, the probabilities would be conditional on its opening quote, so none "
+            "are given"
+        )
+
+
+@SIDES
+def test_a_quoted_answer_names_only_an_option_listed_quoted(is_async: bool) -> None:
+    target, _ = provider("openai", (200, completion('"c"')))
+    error = failed(
+        is_async,
+        Extractor(),
+        prompt_only_over(target),
+        Literal["a\nb", "c"],
+        ChatRequest("gpt-4o-mini").user("q"),
+        ParseError,
+    )
+    assert error.raw == '"c"'
+
+
+def test_the_turn_that_asks_again_names_the_options_as_listed() -> None:
+    target, recorder = provider("openai", (200, completion("zz")), (200, completion('" c"')))
+    decision = Extractor(retries=1).decide(
+        prompt_only_over(target), Literal["a\nb", " c"], ChatRequest("gpt-4o-mini").user("q")
+    )
+    assert decision.value == " c"
+    assert recorder.bodies[1]["messages"][-1]["content"] == (
+        'That is not one of the options. Answer with exactly one of: "a\\nb", " c". Write the '
+        "option alone."
+    )

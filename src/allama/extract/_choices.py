@@ -1,21 +1,25 @@
 """The options of a decision: what the model writes for each, what the caller gets back,
 and what each means.
 
-A decision's type is an `Enum`, a `Literal[...]` or `bool`. Every option becomes a label
-the model writes (a string member's value, another member's name, a literal as written,
-`Yes` and `No` for `bool`), so that one list of strings serves every constraint a provider
-has: a plain-text choice, a JSON Schema enum, a tool argument, or the prompt alone.
+A decision's type is an `Enum`, a `Literal[...]` or `bool` (or an alias of one, `Annotated`
+around one, or a union of `Literal`s). Every option becomes a label the model writes (a
+string member's value, another member's name, a literal as written, `Yes` and `No` for
+`bool`), so that one list of strings serves every constraint a provider has: a plain-text
+choice, a JSON Schema enum, a tool argument, or the prompt alone.
 """
 
 from __future__ import annotations
 
+import json
+import sys
+import types
 import typing
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, Union
 
 __all__ = ["ABSTAIN_LABEL", "Option", "Options", "options_of"]
 
@@ -55,6 +59,18 @@ class Options:
                 return option
         return None
 
+    def as_listed(self, answer: str) -> Option | None:
+        """The option `answer` names as the listing writes it, where that is a JSON string
+        (`listed_label`): a model told to write the option as listed may copy its quotes."""
+        if not answer.startswith('"'):
+            return None
+        try:
+            label = json.loads(answer)
+        except ValueError:
+            return None
+        option = self.option(label) if isinstance(label, str) else None
+        return option if option is not None and _quoted(option.label) else None
+
     def trimmed(self, answer: str) -> Option | None:
         """The option an answer read without the space at its ends names (labels are told
         apart that way too: `_check_distinct`)."""
@@ -67,12 +83,43 @@ class Options:
         return self.abstain and option is self.options[-1]
 
     def listing(self) -> str:
-        """The options as the prompt lists them, one per line, with what each means."""
+        """The options as the prompt lists them, one per line, with what each means: a
+        label that would not read as itself there is written as a JSON string
+        (`listed_label`), and a description's further lines are indented, so that neither
+        shows the model an option that is not one."""
         lines = []
         for option in self.options:
-            meaning = f": {option.description}" if option.description else ""
-            lines.append(f"- {option.label}{meaning}")
+            meaning = f": {_indented(option.description)}" if option.description else ""
+            lines.append(f"- {listed_label(option.label)}{meaning}")
         return "\n".join(lines)
+
+
+def listed_label(label: str) -> str:
+    """`label` as the prompt lists it: as it is, or as a JSON string where it holds a line
+    break or another control character (a listing of one option would read as two), or
+    space at its ends (which a listing does not show), or begins with a quote (which would
+    read as such a string)."""
+    return json.dumps(label, ensure_ascii=False) if _quoted(label) else label
+
+
+def _quoted(label: str) -> bool:
+    """Whether `listed_label` writes `label` as a JSON string."""
+    return (
+        label.strip() != label
+        or label.startswith('"')
+        or any(unicodedata.category(c) in _UNSEEN for c in label)
+    )
+
+
+_UNSEEN = frozenset({"Cc", "Zl", "Zp"})
+"""The categories of characters a listed label is quoted for: control characters (`\\n`,
+`\\t`, U+0085) and the line and paragraph separators, which break a line or show nothing."""
+
+
+def _indented(description: str) -> str:
+    """A description with each further line indented: under its option, not a new one."""
+    first, *rest = description.splitlines() or [""]
+    return "\n".join([first, *(f"  {line}" if line.strip() else "" for line in rest)])
 
 
 def options_of(
@@ -95,6 +142,68 @@ def options_of(
 
 
 def _pairs(tp: Any) -> tuple[str, list[tuple[str, Any]], dict[str, str]]:
+    name, pairs, documented = _choice_pairs(_unwrapped(tp, ()), tp)
+    return _alias_name(tp) or name, pairs, documented
+
+
+def _alias_name(tp: Any) -> str | None:
+    """The name of the alias the caller gave (`Color` of `type Color = Literal[...]`), also
+    under `Annotated`."""
+    while typing.get_origin(tp) is Annotated:
+        tp = tp.__origin__
+    return str(tp.__name__) if _is_alias(tp) else None
+
+
+def _is_alias(tp: Any) -> bool:
+    """`type X = ...` (Python 3.12+), or `typing_extensions.TypeAliasType` before it (as the
+    CLI's loader tells them: `typing_extensions` is read where it is loaded)."""
+    extensions = sys.modules.get("typing_extensions")
+    kinds = (getattr(typing, "TypeAliasType", None), getattr(extensions, "TypeAliasType", None))
+    return any(kind is not None and isinstance(tp, kind) for kind in kinds)
+
+
+def _unwrapped(tp: Any, seen: tuple[Any, ...]) -> Any:
+    """The choice an alias, an `Annotated` or a union of `Literal`s stands for: the alias's
+    value, the annotated type (its metadata says nothing of the options), and the union's
+    values in order (alike ones are refused after, as in one `Literal`). Anything else is
+    left as it is, for `_choice_pairs` to take or refuse."""
+    if _is_alias(tp):
+        if any(tp is each for each in seen):  # `type X = Literal["a"] | X`: no options end it
+            return tp
+        return _unwrapped(tp.__value__, (*seen, tp))
+    origin = typing.get_origin(tp)
+    if origin is Annotated:
+        return _unwrapped(tp.__origin__, seen)
+    if origin is Union or origin is types.UnionType:
+        members = [_unwrapped(member, seen) for member in typing.get_args(tp)]
+        if all(_literal_values(member) is not None for member in members):
+            values = [value for member in members for value in _literal_values(member) or ()]
+            return _Flattened(tp, tuple(values))
+    return tp
+
+
+def _literal_values(tp: Any) -> tuple[Any, ...] | None:
+    """The values of a `Literal`, or of a union of them already flattened (an alias's)."""
+    if isinstance(tp, _Flattened):
+        return tp.values
+    return typing.get_args(tp) if typing.get_origin(tp) is Literal else None
+
+
+@dataclass(frozen=True, slots=True)
+class _Flattened:
+    """A union of `Literal`s, as its values in order (`typing.Literal` would drop alike ones,
+    which the options refuse) and named as written."""
+
+    union: Any
+    values: tuple[Any, ...]
+
+
+def _choice_pairs(tp: Any, given: Any) -> tuple[str, list[tuple[str, Any]], dict[str, str]]:
+    """The name, labels and values, and documented meanings of the choice `tp` (`given`
+    unwrapped: `_unwrapped`); a `TypeError` naming `given` for a type that is no choice."""
+    if isinstance(tp, _Flattened):
+        values = tp.values
+        return _literal_name(tp.union, values), [(_literal_label(v), v) for v in values], {}
     if tp is bool:
         return "bool", [(label, value) for value, label in _BOOL_LABELS], {}
     if isinstance(tp, type) and issubclass(tp, Enum):
@@ -112,7 +221,7 @@ def _pairs(tp: Any) -> tuple[str, list[tuple[str, Any]], dict[str, str]]:
         return _literal_name(tp, values), [(_literal_label(v), v) for v in values], {}
     raise TypeError(
         "decide() takes an Enum, a Literal[...] or bool as the type of its answer, "
-        f"not {tp!r}; for other types use extract()"
+        f"not {given!r}; for other types use extract()"
     )
 
 
@@ -163,6 +272,11 @@ def _check_distinct(options: list[Option], name: str) -> None:
     for option in options:
         if not option.label.strip():
             raise ValueError(f"{name} has an option written as a blank string")
+        if not _utf8(option.label):
+            raise ValueError(
+                f"{name} has an option written {option.label!a}, which holds a lone surrogate "
+                "that UTF-8 cannot carry (text cut between the halves of a character?)"
+            )
         label = _alike(option.label)
         other = seen.get(label)
         if other is not None:
@@ -182,6 +296,15 @@ def _check_distinct(options: list[Option], name: str) -> None:
                 "tell them apart"
             )
         values[option.value] = option
+
+
+def _utf8(label: str) -> bool:
+    """Whether `label` can be sent: a lone surrogate is in no UTF-8 text (or JSON schema)."""
+    try:
+        label.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _why_alike(first: str, second: str) -> str:

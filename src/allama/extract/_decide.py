@@ -45,7 +45,7 @@ from allama.errors import (
     paid_before_foreign,
     paid_for,
 )
-from allama.extract._choices import Option, Options, options_of
+from allama.extract._choices import Option, Options, listed_label, options_of
 from allama.extract._engine import (
     Extracted,
     Outcome,
@@ -649,10 +649,10 @@ def _plain_steps(
             read.metadata = metadata
             raise _answered(read, response, sent).with_response(response)
         option, spelling = read
-        metadata.repaired = isinstance(spelling, str)
+        metadata.repaired = spelling == _REPAIRED
         if response.finish_reason == FinishReason.LENGTH:
             metadata.notes.append(_AT_LIMIT)
-        if not held and not metadata.repaired:
+        if not held and isinstance(spelling, Spelling):
             # Held by the prompt alone (or by a choice not enforced exactly), any answer is
             # read trimmed: so are the alternatives, each an option's only once it has
             # ended (any text may follow it).
@@ -710,7 +710,8 @@ def _read_plain(
     held: bool = False,
 ) -> tuple[Option, Spelling | str] | _Failure:
     """The option a plain answer names, and where it is written (or why it was matched
-    only after repair, which leaves no spelling to measure).
+    only after repair, which leaves no spelling to measure): as it is, trimmed, or as the
+    JSON string the prompt lists it as (`listed_label`).
 
     `held`: a grammar or an enum held the answer to the options exactly. A `length`
     finish then does not cut an answer that is a whole option no other option goes on
@@ -733,6 +734,9 @@ def _read_plain(
     option = options.trimmed(answer)
     if option is not None:
         return option, Spelling(text.index(answer), json=False)
+    option = options.as_listed(answer)  # copied as the prompt lists it, a JSON string
+    if option is not None:
+        return option, _AS_LISTED
     if repair:
         loose = _loosely(answer, options)
         if loose is not None:
@@ -769,6 +773,12 @@ _AT_LIMIT = Warning.approximated(
 """Noted on the record of a choice taken at the output token limit (`_whole_at_limit`)."""
 
 _REPAIRED = "the answer matched its option only after repair"
+_AS_LISTED = (
+    "the answer was written as the prompt lists its option, a JSON string: measured within "
+    "it, the probabilities would be conditional on its opening quote, so none are given"
+)
+"""Why an answer copied as its option is listed, quoted (`listed_label`), has no
+probabilities: the quote is the model's choice, and the options listed plainly go without."""
 _TRIMMED = Spelling(0, json=False, trimmed=True)
 
 
@@ -934,7 +944,7 @@ def _written(source: str | None, metadata: ExtractionMetadata) -> JsonValue:
 def _ask_again(request: ChatRequest, response: ChatResponse, options: Options) -> ChatRequest:
     """The retry turn of a plain answer: the options again, briefly where they are many
     (the prompt lists them all)."""
-    labels = list(options.labels)
+    labels = [listed_label(label) for label in options.labels]  # as the prompt lists them
     shown = _first_few(labels)
     if shown is None:
         allowed = f"exactly one of: {', '.join(labels)}"
