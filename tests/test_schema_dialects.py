@@ -279,6 +279,91 @@ def test_openai_the_root_must_be_an_object() -> None:
     ]
 
 
+OBJECT_ROOT_DIALECTS = [
+    *(
+        pytest.param(lambda s, p=p: openai_strict(s, profile=p), id=f"openai_{p}")
+        for p in ("current", "azure_legacy", "fine_tuned", "xai", "deepseek", "groq")
+    ),
+    pytest.param(anthropic, id="anthropic"),
+]
+
+
+@pytest.mark.parametrize("dialect", OBJECT_ROOT_DIALECTS)
+def test_a_root_typed_as_a_list_of_one_object_is_an_object_root(dialect: Any) -> None:
+    # Valid JSON Schema (corpus o13017, o72529): the same type, sent in the form the
+    # provider checks its root for; nested, the list is kept as it was.
+    inner = {"type": ["object"], "properties": {"b": {"type": "string"}}, "required": ["b"]}
+    rewrite = dialect(
+        {"type": ["object"], "properties": {"a": inner}, "required": ["a"]},
+    )
+    assert rewrite.schema == {
+        "type": "object",
+        "properties": {"a": {**inner, "additionalProperties": False}},
+        "required": ["a"],
+        "additionalProperties": False,
+    }
+    assert notes(rewrite) == []
+    assert rewrite.strict_representable
+
+
+@pytest.mark.parametrize(
+    ("dialect", "provider"),
+    [
+        pytest.param(openai_strict, "OpenAI strict mode", id="openai"),
+        pytest.param(
+            lambda s: openai_strict(s, profile="azure_legacy"),
+            "Azure OpenAI strict mode",
+            id="azure_legacy",
+        ),
+        pytest.param(anthropic, "Anthropic strict mode", id="anthropic"),
+    ],
+)
+@pytest.mark.parametrize(
+    ("root", "may_be"),
+    [
+        pytest.param({"type": ["object", "null"]}, "`null`", id="object_or_null"),
+        pytest.param(
+            {"type": ["null", "array", "object"], "items": {"type": "string"}},
+            "an array or `null`",
+            id="object_array_or_null",
+        ),
+        pytest.param({"anyOf": [{"type": "object"}, {"type": "null"}]}, "`null`", id="any_of"),
+    ],
+)
+def test_a_root_that_may_be_null_is_refused_as_one_that_may_be_null(
+    dialect: Any, provider: str, root: dict[str, Any], may_be: str
+) -> None:
+    # An object or `null` is not an object alone: refused, but not as "not an object".
+    props = {"properties": {"a": {"type": "string"}}, "required": ["a"]}
+    if "anyOf" in root:
+        root = {"anyOf": [{**root["anyOf"][0], **props}, root["anyOf"][1]]}
+    else:
+        root = {**root, **props}
+    rewrite = dialect(root)
+    assert notes(rewrite) == [
+        (
+            "unsupported",
+            "/",
+            f"the root at `/` may be {may_be} as well as an object, where {provider} requires "
+            "only an object",
+        )
+    ]
+    assert not rewrite.strict_representable
+
+
+@pytest.mark.parametrize("dialect", [openai_strict, anthropic])
+def test_a_root_of_a_string_or_null_is_still_not_an_object(dialect: Any) -> None:
+    rewrite = dialect({"type": ["string", "null"]})
+    provider = "Anthropic" if dialect is anthropic else "OpenAI"
+    assert notes(rewrite) == [
+        (
+            "unsupported",
+            "/",
+            f"the root at `/` is not an object, which {provider} strict mode requires",
+        )
+    ]
+
+
 def test_openai_azure_legacy_removes_what_2024_strict_mode_rejected() -> None:
     schema = wrapped(Annotated[str, Field(pattern=r"^[a-z]+$")])
     assert openai_strict(schema).exact

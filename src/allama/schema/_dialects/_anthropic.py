@@ -74,10 +74,7 @@ class _Anthropic(Engine):
         self.required_undeclared(out, pointer, closed=out.get("additionalProperties") is False)
 
     def finish(self, out: dict[str, Any]) -> None:
-        if out.get("type") != "object":
-            self.unsupported(
-                "", f"the root at {quoted('')} is not an object, which {self.provider} requires"
-            )
+        self.object_root(out)
         size = measure(out)
         if size.optional > MAX_OPTIONAL:
             self.unsupported(

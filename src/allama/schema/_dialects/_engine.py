@@ -217,6 +217,39 @@ def values_disjoint(left: list[Any], right: list[Any]) -> bool:
     return not any(_value_key(v) in keys for v in right)
 
 
+_KIND_NAMES = {
+    "string": "a string",
+    "number": "a number",
+    "integer": "an integer",
+    "boolean": "a boolean",
+    "array": "an array",
+    "null": "`null`",
+}
+"""How a note names the JSON types other than `object`, in the order it lists them."""
+
+
+def _root_kinds(root: Any) -> set[str] | None:
+    """The JSON types a rewritten root may be, by its `type` or its `anyOf` branches'
+    (`None` when something there has no `type`, a `$ref` say)."""
+    if not isinstance(root, Mapping):
+        return None
+    branches = root.get("anyOf")
+    if isinstance(branches, list):
+        found: set[str] = set()
+        for branch in branches:
+            kinds = _root_kinds(branch) if isinstance(branch, Mapping) else None
+            if kinds is None:
+                return None
+            found |= kinds
+        return found
+    kinds = root.get("type")
+    if isinstance(kinds, str):
+        return {kinds}
+    if isinstance(kinds, list) and all(isinstance(kind, str) for kind in kinds):
+        return set(kinds)
+    return None
+
+
 def _type_set(kinds: Any) -> set[str]:
     names = set(kinds) if isinstance(kinds, list | tuple) else {kinds}
     if "number" in names:
@@ -442,6 +475,28 @@ class Engine:
 
     def finish(self, out: dict[str, Any]) -> None:
         """Whole-schema checks (limits, the root); the default has none."""
+
+    def object_root(self, root: Any) -> None:
+        """For a dialect whose root must be an object: an `UNSUPPORTED` note on any other
+        root. A `type` of `["object"]` is that type, as a list of one: written `"object"`,
+        the form the provider checks its root for. A root that may also be something else
+        (an object or `null`) is refused as such, not as one that is no object."""
+        at = quoted("")
+        kinds = _root_kinds(root)
+        if isinstance(root, dict) and kinds == {"object"} and "anyOf" not in root:
+            root["type"] = "object"
+            return
+        others = [name for kind, name in _KIND_NAMES.items() if kind in (kinds or ())]
+        if kinds is not None and "object" in kinds and others:
+            *first, last = others
+            alternatives = f"{', '.join(first)} or {last}" if first else last
+            self.unsupported(
+                "",
+                f"the root at {at} may be {alternatives} as well as an object, where "
+                f"{self.provider} requires only an object",
+            )
+            return
+        self.unsupported("", f"the root at {at} is not an object, which {self.provider} requires")
 
     # ----- nodes
 

@@ -110,11 +110,7 @@ class _Current(Engine):
         ref = out.get("$ref")
         if isinstance(ref, str) and ref.startswith("#/$defs/"):
             root = self.defs.get(ref[len("#/$defs/") :].replace("~1", "/").replace("~0", "~"), {})
-        if not isinstance(root, Mapping) or root.get("type") != "object":
-            self.unsupported(
-                "",
-                f"the root at {quoted('')} is not an object, which {self.provider} requires",
-            )
+        self.object_root(root)
         size, cap = measure(out), self.limits
         allows = f"{self.limits_of or self.provider} allows"
         if self.limits_of:
