@@ -28,7 +28,7 @@ from allama import (
     ToolDefinition,
 )
 from allama.adapters.gemini import decode_response
-from allama.errors import InvalidRequestError, StreamDecodeError, UnsupportedError
+from allama.errors import InvalidRequestError, ServerError, StreamDecodeError, UnsupportedError
 from allama.schema import gemini_json_schema, gemini_response_schema
 from allama.transport import Transport
 from allama.types import (
@@ -500,6 +500,36 @@ def test_pieces_that_do_not_fit_fail_the_stream_with_their_usage(
         for _ in stream:
             pass
     assert why in caught.value.message
+
+
+UNREAD_PATH = (
+    "a partial argument's `jsonPath` is not a path allama reads (`$` followed by `.name`, "
+    "`[0]` or `['name']` steps)"
+)
+
+
+def test_a_path_that_does_not_read_is_not_quoted_in_allamas_words() -> None:
+    # Its member names are keys the model wrote: allama's message, which the log view,
+    # the repr and a span's status show, does not quote it.
+    bad = piece("$.recipe[KEY-THE-MODEL-WROTE]", stringValue="x")
+    data = sse(chunk([named("get_weather")]), chunk([partial(bad)]), chunk([END], "STOP", FINAL))
+    whole = answer([{"functionCall": {"name": "get_weather", "partialArgs": [bad]}}])
+    target, _ = vertex((200, data), (200, whole))
+    with pytest.raises(StreamDecodeError) as broken:
+        for _ in target.chat_stream(streamed_request()):
+            pass
+    with pytest.raises(ServerError) as unread:
+        target.chat(streamed_request())
+    assert broken.value.message == f"a stream chunk does not fit the response shape: {UNREAD_PATH}"
+    assert unread.value.message == (
+        f"the provider answered with a body that is not a response: {UNREAD_PATH}"
+    )
+    for error in (broken.value, unread.value):
+        assert error.authored
+        shown = (str(error), repr(error), str(error.as_log()), str(error.as_log().to_dict()))
+        assert not any("KEY-THE-MODEL-WROTE" in each for each in shown)
+    # The body it came in keeps it, for the log's owner.
+    assert "KEY-THE-MODEL-WROTE" in (unread.value.context.body or "")
 
 
 def test_a_nameless_call_with_no_streamed_call_before_is_still_refused() -> None:

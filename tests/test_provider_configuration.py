@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import itertools
+import threading
 import warnings
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 import httpx2
 import pytest
@@ -1143,12 +1146,151 @@ def test_a_token_function_that_fails_is_an_authentication_error_naming_its_type_
         "azure-openai's access_token= function failed (RuntimeError); nothing was sent"
     )
     assert isinstance(caught.value.__cause__, RuntimeError)
-    returns_none = allama.provider("azure-openai", endpoint=RESOURCE, access_token=lambda: None)
-    with pytest.raises(TypeError) as wrong:
-        returns_none.chat(ChatRequest("d").user("Hi"))
-    assert str(wrong.value) == (
-        "access_token='s function must return the token (a string), got NoneType"
+
+
+_AT_ONCE = 24
+"""Calls in flight together: more than a provider keeps of the tokens it sent lately."""
+
+
+def _echoing_401(request: httpx2.Request) -> httpx2.Response:
+    token = request.headers["authorization"].removeprefix("Bearer ")
+    body = {"error": {"code": "401", "message": f"Token {token} has expired"}}
+    return httpx2.Response(401, json=body)
+
+
+def _assert_no_token_shown(errors: list[allama.Error], sent: list[str]) -> None:
+    assert len(set(sent)) == _AT_ONCE  # each call went with a token of its own
+    for error in errors:
+        assert isinstance(error, allama.errors.AuthenticationError)
+        assert str(error) == "Token <redacted> has expired"
+        assert error.args == ("Token <redacted> has expired",)
+        assert "entra-token" not in error.to_json()
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_each_token_of_calls_in_threads_at_once_is_redacted_from_its_own_error(
+    streamed: bool,
+) -> None:
+    # Every token is given before any call is answered: each call's is an older one than
+    # the function gave last, when its error is made.
+    counter = itertools.count(1)
+    all_asked = threading.Barrier(_AT_ONCE)
+    sent: list[str] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        sent.append(request.headers["authorization"])
+        all_asked.wait(timeout=10)
+        return _echoing_401(request)
+
+    target = allama.provider(
+        "azure-openai",
+        endpoint=RESOURCE,
+        access_token=lambda: f"entra-token-{next(counter):04d}",
+        transport=_both_ways(handler),
     )
+    request = ChatRequest("d").user("Hi")
+
+    def call(_: int) -> allama.Error:
+        with pytest.raises(allama.Error) as caught:
+            if streamed:
+                with target.chat_stream(request) as stream:
+                    stream.response()
+            else:
+                target.chat(request)
+        return caught.value
+
+    with ThreadPoolExecutor(_AT_ONCE) as pool:
+        errors = list(pool.map(call, range(_AT_ONCE)))
+    _assert_no_token_shown(errors, sent)
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_each_token_of_async_calls_at_once_is_redacted_from_its_own_error(
+    streamed: bool,
+) -> None:
+    counter = itertools.count(1)
+    sent: list[str] = []
+
+    async def token() -> str:
+        return f"entra-token-{next(counter):04d}"
+
+    async def calls() -> list[allama.Error]:
+        all_asked = asyncio.Event()
+
+        async def handler(request: httpx2.Request) -> httpx2.Response:
+            sent.append(request.headers["authorization"])
+            if len(sent) == _AT_ONCE:
+                all_asked.set()
+            await asyncio.wait_for(all_asked.wait(), timeout=10)
+            return _echoing_401(request)
+
+        client = httpx2.AsyncClient(transport=httpx2.MockTransport(handler))
+        target = allama.provider(
+            "azure-openai",
+            endpoint=RESOURCE,
+            access_token=token,
+            transport=Transport(async_client=client),
+        )
+        request = ChatRequest("d").user("Hi")
+
+        async def call() -> allama.Error:
+            with pytest.raises(allama.Error) as caught:
+                if streamed:
+                    async with await target.achat_stream(request) as stream:
+                        await stream.response()
+                else:
+                    await target.achat(request)
+            return caught.value
+
+        return await asyncio.gather(*(call() for _ in range(_AT_ONCE)))
+
+    _assert_no_token_shown(asyncio.run(calls()), sent)
+
+
+@pytest.mark.parametrize(
+    ("token", "why"),
+    [
+        (None, "must return the token (a string), got NoneType"),
+        ("", "must return the token (a string), got an empty string"),
+        (
+            "entra-token-0001\n",
+            "returned a token with a line break or whitespace around it; return the token "
+            "alone (a token read from a file often ends with a newline)",
+        ),
+        ("entra\ntoken", "returned a token with a line break in it; return the token alone"),
+        (
+            "entra\x00token",
+            "returned a token with a NUL character (U+0000) in it; return the token alone",
+        ),
+        (
+            "entra-tok\u00e9n",
+            "returned a token with a character outside ASCII, which an HTTP header cannot carry",
+        ),
+    ],
+)
+def test_a_token_no_header_can_carry_is_refused_as_its_function_failing(
+    token: object, why: str
+) -> None:
+    sent: list[httpx2.Request] = []
+
+    async def given() -> object:
+        return token
+
+    for function in (lambda: token, given):
+        target = allama.provider(
+            "azure-openai",
+            endpoint=RESOURCE,
+            access_token=cast(Any, function),
+            transport=_both_ways(lambda request: sent.append(request)),
+        )
+        with pytest.raises(allama.errors.AuthenticationError) as caught:
+            if function is given:
+                asyncio.run(target.achat(ChatRequest("d").user("Hi")))
+            else:
+                target.chat(ChatRequest("d").user("Hi"))
+        assert str(caught.value) == f"azure-openai's access_token= function {why}; nothing was sent"
+        assert caught.value.authored and caught.value.provider == "azure-openai"
+    assert sent == []
 
 
 def test_an_async_access_token_function_is_awaited_for_async_calls() -> None:

@@ -316,6 +316,13 @@ def test_an_output_cut_inside_its_value_at_a_stop_sequence_is_truncated_not_aske
         "output was complete (`native` mode): leave `stop` out of an extraction"
     )
     assert "STOP-HERE" not in str(log) and "STOP-HERE" not in str(log.to_dict())
+    # And out of the repr, as the model's text is.
+    assert repr(error).startswith(
+        "TruncatedError(provider='mock', mode='native', finish_reason=FinishReason('stop'), "
+        "output_tokens=7, input_tokens=9, stop=[<withheld 1 chars>, <withheld 9 chars>], "
+        "response=<withheld>, metadata="
+    )
+    assert "STOP-HERE" not in repr(error)
     again = Error.from_json(error.to_json())
     assert isinstance(again, TruncatedError)
     assert (str(again), again.stop, again.finish_reason) == (AT_STOP, ["]", "STOP-HERE"], "stop")

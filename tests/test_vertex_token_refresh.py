@@ -105,3 +105,32 @@ def test_a_refused_credential_stays_an_authentication_error() -> None:
         _vertex(credentials, sent).chat(ChatRequest("gemini-2.5-flash").user("x"))
     assert not caught.value.retryable and sent == []
     assert "gcloud auth application-default login" in caught.value.message
+
+
+class Refreshed:
+    """google-auth credentials good from the first: `token` is whatever they hold now."""
+
+    def __init__(self) -> None:
+        self.token = "ya29.first-token-0001"
+        self.valid = True
+
+
+def test_a_token_refreshed_while_the_call_was_out_is_redacted_from_its_error() -> None:
+    # Another thread's call refreshed the credentials while this one was on its way: the
+    # token the error echoes is no longer the one they hold.
+    credentials = Refreshed()
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        token = request.headers["authorization"].removeprefix("Bearer ")
+        credentials.token = "ya29.second-token-0002"
+        body = {"error": {"code": 401, "message": f"token {token} expired", "status": "X"}}
+        return httpx2.Response(401, json=body)
+
+    client = httpx2.Client(transport=httpx2.MockTransport(handler))
+    vertex = allama.provider(
+        "vertex-gemini", project="p", credentials=credentials, transport=Transport(client=client)
+    )
+    with pytest.raises(AuthenticationError) as caught:
+        vertex.chat(ChatRequest("gemini-2.5-flash").user("x"))
+    assert str(caught.value) == "token <redacted> expired"
+    assert "first-token" not in caught.value.to_json()

@@ -98,6 +98,8 @@ class _Failure(ExtractionError):
                 continue
             if name in self._withheld_fields and isinstance(value, str):
                 shown.append(f"{name}={withheld(value)}")
+            elif name in self._withheld_fields and isinstance(value, list):
+                shown.append(f"{name}=[{', '.join(withheld(str(each)) for each in value)}]")
             else:
                 shown.append(f"{name}={getattr(value, 'value', value)!r}")
         if self.response is not None:
@@ -229,6 +231,7 @@ class TruncatedError(_Failure):
         "input_tokens",
         "stop",
     )
+    _withheld_fields = ("stop",)  # the caller's text, as the log view leaves it out
     mode: ExtractionMode
     finish_reason: FinishReason
     output_tokens: int | None

@@ -9,6 +9,7 @@ apart is its adapter (`allama.adapters._adapter.Adapter`).
 
 from __future__ import annotations
 
+import collections
 import functools
 import importlib
 import inspect
@@ -16,6 +17,7 @@ import itertools
 import json
 import os
 import re
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn, Self, TypedDict, cast, overload
@@ -144,6 +146,13 @@ not looked for in what a provider echoes: it cannot be told from ordinary words 
 every message; a dummy key for a local server, `test` or `k`, would cut `llama3:latest` and
 `tokens` apart), and the Basic header a password makes, which a provider would echo, is
 redacted whole. A real key is far longer."""
+_TOKENS_KEPT = 16
+"""How many of the latest tokens `access_token=`'s function or Application Default
+Credentials gave a provider looks for in what it scrubs with no call in hand (a batch job's
+answers, `llama-cpp`'s `/props`). A call's own error looks for the token the call sent
+(`_bearer`) whatever others were sent since; a token provider (Microsoft Entra ID's,
+google-auth's) gives the same token for an hour or so, so a few cover the tokens a run of
+calls sends together."""
 _CAPABILITY_ANSWERS = 4096
 """How many (model, capability) answers a provider keeps before starting over."""
 
@@ -456,8 +465,11 @@ class HttpProvider:
                 "the key)"
             )
         self._access_token = access_token
-        self._token_seen: str | None = None
-        """The last token `access_token=`'s function gave, cut out of what a provider echoes."""
+        self._tokens_sent: collections.deque[str] = collections.deque(maxlen=_TOKENS_KEPT)
+        """The latest tokens `access_token=`'s function or Application Default Credentials
+        gave (`_TOKENS_KEPT`), cut out of what a provider echoes; read and written under
+        `_tokens_lock`, as calls in several threads give and scrub at once."""
+        self._tokens_lock = threading.Lock()
         place = {
             "account": _placed(account_id, "account_id", (preset.account_env,)),
             "project": _placed(project, "project", preset.project_envs),
@@ -748,6 +760,7 @@ class HttpProvider:
                 headers[auth] = self._api_key
         elif self._tokens is not None and not self._brings_own_auth:
             token = self._tokens.current() or self._tokens.refresh()
+            self._remember(token)
             headers["authorization"] = f"Bearer {token}"
         else:
             missing = self.missing_key()
@@ -798,12 +811,31 @@ class HttpProvider:
         )
 
     def _checked_token(self, token: object) -> str:
+        """The token `access_token=`'s function gave, as a header must carry it (one that
+        cannot go is its function failing: `_token_refused`), remembered to be cut out of
+        errors."""
         if not isinstance(token, str) or not token:
             got = "an empty string" if token == "" else type(token).__name__
-            raise TypeError(f"access_token='s function must return the token (a string), got {got}")
-        check_key(token, name="the token access_token='s function returned")
-        self._token_seen = token
+            raise self._token_refused(f"must return the token (a string), got {got}")
+        fault = _token_fault(token)
+        if fault is not None:
+            raise self._token_refused(f"returned a token {fault}")
+        self._remember(token)
         return token
+
+    def _token_refused(self, why: str) -> Error:
+        # As a function that raises is said (`_token_failed`): the token is not quoted.
+        return (
+            AuthenticationError(f"{self.name}'s access_token= function {why}; nothing was sent")
+            .mark_authored()
+            .with_provider(self.name)
+        )
+
+    def _remember(self, token: str) -> None:
+        """Keep `token` among the latest sent (`_tokens_sent`), once."""
+        with self._tokens_lock:
+            if token not in self._tokens_sent:
+                self._tokens_sent.append(token)
 
     async def _atoken(self) -> str | None:
         """`_token` for an async call: a function's token asked in a worker thread (a token
@@ -872,14 +904,19 @@ class HttpProvider:
         )
         return http, degradations.warnings
 
-    def _secrets(self) -> list[str]:
-        """The key, the token and any credential in the caller's headers, longest first."""
-        given = (self._api_key, None if callable(self._access_token) else self._access_token)
+    def _secrets(self, sent: HttpRequest | None = None) -> list[str]:
+        """The key, the tokens and any credential in the caller's headers, longest first;
+        with the bearer token `sent` (a call's request) went with, which a token function
+        may have given that call alone."""
+        given: tuple[str | None, ...] = (
+            self._api_key,
+            None if callable(self._access_token) else self._access_token,
+            self._tokens.current() if self._tokens is not None else None,
+            _bearer(sent),
+        )
+        with self._tokens_lock:
+            given += tuple(self._tokens_sent)
         found = {secret for secret in given if secret and len(secret) >= _SHORTEST_REDACTED}
-        if self._token_seen and len(self._token_seen) >= _SHORTEST_REDACTED:
-            found.add(self._token_seen)
-        if self._tokens is not None and (token := self._tokens.current()):
-            found.add(token)
         if password := self._url_user.partition(":")[2]:
             from urllib.parse import unquote
 
@@ -917,13 +954,14 @@ class HttpProvider:
                 found.update(_written(name, value))
         return sorted(found, key=len, reverse=True)
 
-    def _scrub(self, error: Error) -> Error:
-        """Remove credentials from anything the provider echoed back, in place.
+    def _scrub(self, error: Error, sent: HttpRequest | None = None) -> Error:
+        """Remove credentials from anything the provider echoed back, in place; `sent`: the
+        call's request, whose token is looked for whatever other calls sent since.
 
         Callers re-raise the same error (bare `raise`), so the httpx2 exception behind a
         network error or a timeout stays chained as its `__cause__`.
         """
-        secrets = self._secrets()
+        secrets = self._secrets(sent)
         message = redacted(error.message, secrets)
         if message != error.message:
             error.message = message
@@ -1085,12 +1123,12 @@ class HttpProvider:
         return self._adapter.stream_decoder(provider=self.name, model=request.model)
 
     def _scrubbed(
-        self, events: Iterator[StreamEvent], headers: Mapping[str, str]
+        self, events: Iterator[StreamEvent], headers: Mapping[str, str], sent: HttpRequest
     ) -> Iterator[StreamEvent]:
         try:
             yield from events
         except Error as error:
-            self._scrub(_with_request_id(error, headers))
+            self._scrub(_with_request_id(error, headers), sent)
             raise
 
     # Sync
@@ -1124,9 +1162,13 @@ class HttpProvider:
         try:
             response = self._transport.send(http)
         except Error as error:
-            self._scrub(error.with_provider(self.name).with_model(request.model))
+            self._scrub(error.with_provider(self.name).with_model(request.model), http)
             raise
-        return self._response(request, response, warnings, url=http.url)
+        try:
+            return self._response(request, response, warnings, url=http.url)
+        except Error as error:
+            self._scrub(error, http)  # (the token this call sent)
+            raise
 
     def chat_stream(self, request: ChatRequest) -> ChatStream:
         if not isinstance(request, vocabulary.ChatRequest):
@@ -1165,7 +1207,7 @@ class HttpProvider:
                 handle.close()
                 _check_answered(handle.status, handle.headers)
         except Error as error:
-            self._scrub(error.with_provider(self.name).with_model(request.model))
+            self._scrub(error.with_provider(self.name).with_model(request.model), http)
             raise
         chunks = handle.iter_bytes() if span is None else span.timed(handle.iter_bytes())
         after: bytes | None = None  # (a JSON object that is no whole answer, `_after_object`)
@@ -1185,7 +1227,7 @@ class HttpProvider:
             except BaseException as failure:
                 handle.close()
                 if isinstance(failure, Error):
-                    self._scrub(failure.with_provider(self.name).with_model(request.model))
+                    self._scrub(failure.with_provider(self.name).with_model(request.model), http)
                 raise
             if self._events_after(read):
                 after = read
@@ -1240,7 +1282,7 @@ class HttpProvider:
                 yield _issued(event, issuer)
 
         return streams.ChatStream(
-            self._scrubbed(events(), handle.headers),
+            self._scrubbed(events(), handle.headers, http),
             close=handle.close,
             provider=self.name,
             on_close=None if span is None else span.stream_ended,
@@ -1273,9 +1315,13 @@ class HttpProvider:
         try:
             response = await self._transport.asend(http)
         except Error as error:
-            self._scrub(error.with_provider(self.name).with_model(request.model))
+            self._scrub(error.with_provider(self.name).with_model(request.model), http)
             raise
-        return self._response(request, response, warnings, url=http.url)
+        try:
+            return self._response(request, response, warnings, url=http.url)
+        except Error as error:
+            self._scrub(error, http)  # (the token this call sent)
+            raise
 
     async def achat_stream(self, request: ChatRequest) -> AsyncChatStream:
         if not isinstance(request, vocabulary.ChatRequest):
@@ -1315,7 +1361,7 @@ class HttpProvider:
                 await handle.aclose()
                 _check_answered(handle.status, handle.headers)
         except Error as error:
-            self._scrub(error.with_provider(self.name).with_model(request.model))
+            self._scrub(error.with_provider(self.name).with_model(request.model), http)
             raise
         chunks = handle.aiter_bytes() if span is None else span.atimed(handle.aiter_bytes())
         after: bytes | None = None  # (a JSON object that is no whole answer, `_after_object`)
@@ -1335,7 +1381,7 @@ class HttpProvider:
             except BaseException as failure:
                 await handle.aclose()
                 if isinstance(failure, Error):
-                    self._scrub(failure.with_provider(self.name).with_model(request.model))
+                    self._scrub(failure.with_provider(self.name).with_model(request.model), http)
                 raise
             if self._events_after(read):
                 after = read
@@ -1397,7 +1443,7 @@ class HttpProvider:
                 for event in decoder.close():
                     yield _issued(event, issuer)
             except Error as error:
-                self._scrub(_with_request_id(error, handle.headers))
+                self._scrub(_with_request_id(error, handle.headers), http)
                 raise
 
         return streams.AsyncChatStream(
@@ -1617,6 +1663,33 @@ async def _aprefixed(head: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[b
     yield head
     async for chunk in rest:
         yield chunk
+
+
+def _bearer(http: HttpRequest | None) -> str | None:
+    """The bearer token `http` went with (`access_token=`'s, Application Default
+    Credentials', or the caller's `Authorization`), `None` without one."""
+    for name, value in http.headers.items() if http is not None else ():
+        if name.lower() == "authorization":
+            scheme, _, credential = value.partition(" ")
+            return credential if scheme.lower() == "bearer" else None
+    return None
+
+
+def _token_fault(token: str) -> str | None:
+    """What keeps `token` (`access_token=`'s function's) out of a header, as `check_key`
+    finds it in a key given, worded for a token; `None` when it can go."""
+    if token != token.strip():
+        return (
+            "with a line break or whitespace around it; return the token alone (a token "
+            "read from a file often ends with a newline)"
+        )
+    if "\x00" in token:
+        return "with a NUL character (U+0000) in it; return the token alone"
+    if "\r" in token or "\n" in token:
+        return "with a line break in it; return the token alone"
+    if not token.isascii():
+        return "with a character outside ASCII, which an HTTP header cannot carry"
+    return None
 
 
 def _check_answered(status: int, headers: Mapping[str, str]) -> None:

@@ -807,8 +807,11 @@ def _path_steps(path: str) -> list[str | int]:
             steps.append(quoted)
         at = found.end()
     if not steps or at != len(path):
+        # Not quoted: its member names are keys the model wrote, and this message is
+        # allama's own, which logs and spans show.
         raise Unreadable(
-            f"a partial argument's `jsonPath` is not a path allama reads: {path[:80]!r}"
+            "a partial argument's `jsonPath` is not a path allama reads (`$` followed by "
+            "`.name`, `[0]` or `['name']` steps)"
         )
     return steps
 
