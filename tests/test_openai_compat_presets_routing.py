@@ -1,9 +1,9 @@
 """Fixes to the Chat Completions presets, each through `allama.provider(...)`: OpenRouter's
 `require_parameters` sent for any response format and for tools (not a strict schema
-alone), Workers AI's "JSON Mode couldn't be met" read as an output the provider refused,
-vLLM's grammar backend refusing a schema read as an `UnsupportedError` on the field that
-carried it, and xAI's schemas sent without the boolean subschemas and `items` arrays it
-answers 400 to."""
+alone), on its Chat Completions and Responses APIs alike, Workers AI's "JSON Mode couldn't
+be met" read as an output the provider refused, vLLM's grammar backend refusing a schema
+read as an `UnsupportedError` on the field that carried it, and xAI's schemas sent without
+the boolean subschemas and `items` arrays it answers 400 to."""
 
 from __future__ import annotations
 
@@ -135,6 +135,127 @@ def test_an_extraction_without_strict_requires_parameters_on_openrouter(
     (body,) = recorder.bodies
     carrier = body["response_format"]["json_schema"] if "tools" not in body else body["tools"][0]
     assert carrier.get("strict", carrier.get("function", {}).get("strict")) is False
+    assert body["provider"] == {"require_parameters": True}
+
+
+# OpenRouter's Responses API: the same routing, read from its own body (`text.format`)
+
+RESPONSE = {
+    "id": "r",
+    "object": "response",
+    "status": "completed",
+    "model": "m",
+    "output": [
+        {
+            "type": "message",
+            "id": "m1",
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": '{"a":"x"}', "annotations": []}],
+        }
+    ],
+    "usage": {"input_tokens": 5, "output_tokens": 3, "total_tokens": 8},
+}
+GPT = "openai/gpt-5"
+
+
+def _responses_body(request: ChatRequest) -> tuple[dict[str, Any], list[Any]]:
+    target, recorder = provider("openrouter", (200, RESPONSE), api="responses")
+    response = target.chat(request)
+    options = FieldSubject(field=RequestField.OPTIONS)
+    said = [(w.kind, w.message) for w in response.warnings if w.subject == options]
+    return recorder.bodies[0], said
+
+
+def test_openrouters_responses_api_requires_parameters_for_any_response_format() -> None:
+    asked = ChatRequest(GPT).user("Answer in JSON.")
+    for fmt, kind in (
+        (ResponseFormat.for_schema(SCHEMA, name="p", strict=False), "json_schema"),
+        (ResponseFormat(type="json"), "json_object"),
+    ):
+        body, said = _responses_body(asked.with_response_format(fmt))
+        assert body["text"]["format"]["type"] == kind
+        assert (body["provider"], said) == ({"require_parameters": True}, [])
+    body, _ = _responses_body(asked.with_response_format(ResponseFormat(type="text")))
+    assert "provider" not in body
+    # A format the body option gives is the body's as much as allama's own.
+    given = asked.with_option_json(
+        "openai_responses", {"text": {"format": {"type": "json_object"}}}
+    )
+    body, _ = _responses_body(given)
+    assert (body["text"], body["provider"]) == (
+        {"format": {"type": "json_object"}},
+        {"require_parameters": True},
+    )
+
+
+def test_openrouters_responses_api_requires_parameters_for_tools() -> None:
+    asked = ChatRequest(GPT).user("Call f.").with_tools([TOOL])
+    for choice in (ToolChoice.required(), ToolChoice.tool("f"), ToolChoice.auto(), None):
+        request = asked if choice is None else asked.with_tool_choice(choice)
+        body, said = _responses_body(request)
+        assert (body["provider"], said) == ({"require_parameters": True}, [])
+    body, _ = _responses_body(asked.with_tool_choice(ToolChoice.none()))
+    assert "provider" not in body
+    # The body option's own tools count as the request's do.
+    server = ChatRequest(GPT).user("Search.")
+    server = server.with_option_json("openai_responses", {"tools": [{"type": "web_search"}]})
+    body, _ = _responses_body(server)
+    assert (body["tools"], body["provider"]) == (
+        [{"type": "web_search"}],
+        {"require_parameters": True},
+    )
+
+
+def test_openrouters_responses_api_says_what_needs_require_parameters() -> None:
+    routing = {"order": ["openai"], "require_parameters": False}
+    asked = (
+        ChatRequest(GPT)
+        .user("Answer in JSON.")
+        .with_option_json("openai_responses", {"provider": routing})
+    )
+    sent = {"order": ["openai"], "require_parameters": True}
+    head = "`require_parameters` of `provider` of the body option `openai_responses` (false) was "
+    tail = "`require_parameters: true` was sent"
+    body, said = _responses_body(asked.with_response_format(ResponseFormat(type="json")))
+    assert body["provider"] == sent
+    assert said == [
+        (
+            WarningKind.UNSUPPORTED,
+            f"{head}not sent: the request's JSON mode needs `require_parameters: true`, or "
+            f"OpenRouter may route it to an upstream that ignores it; {tail}",
+        )
+    ]
+    forced = asked.with_tools([TOOL]).with_tool_choice(ToolChoice.required())
+    body, said = _responses_body(forced)
+    assert body["provider"] == sent
+    assert said == [
+        (
+            WarningKind.UNSUPPORTED,
+            f"{head}not sent: the request's tools need `require_parameters: true`, or "
+            f"OpenRouter may route it to an upstream that ignores them; {tail}",
+        )
+    ]
+    both = forced.with_tool_choice(ToolChoice.auto()).with_response_format(
+        ResponseFormat.for_schema(SCHEMA, name="p", strict=False)
+    )
+    _, said = _responses_body(both)
+    assert [message for _, message in said] == [
+        f"{head}not sent: the request's schema and tools need `require_parameters: true`, or "
+        f"OpenRouter may route it to an upstream that ignores them; {tail}"
+    ]
+    # Nothing to route: the caller's own routing goes as given, without a word.
+    body, said = _responses_body(asked)
+    assert (body["provider"], said) == (routing, [])
+
+
+def test_an_extraction_without_strict_requires_parameters_on_openrouters_responses_api() -> None:
+    target, recorder = provider("openrouter", (200, RESPONSE), api="responses")
+    request = ChatRequest(GPT).user("x").with_option(ExtractionMode.NATIVE)
+    extracted = allama.extract(target, Counts, request)
+    assert extracted.value == Counts(a="x")
+    (body,) = recorder.bodies
+    assert body["text"]["format"]["strict"] is False
     assert body["provider"] == {"require_parameters": True}
 
 

@@ -116,8 +116,6 @@ class _Encoder:
         self.family = family
         self.degradations = degradations
         self.stream = stream
-        self.schema_sent = False
-        """Whether a schema was asked to go strict (the Responses API's routing reads it)."""
         self.schema_instruction: str | None = None
         """The schema, in words, where only `json_object` can carry it (`json_object_note`)."""
         self.as_sent: dict[str, Any] = {}
@@ -591,7 +589,6 @@ class _Encoder:
                         f"on tools for `{self.request.model}`; {subject} was sent with it, "
                         "and its arguments follow the schema as far as the model does",
                     )
-            self.schema_sent = True
         parameters = self.without_schema_ids(parameters, RequestField.TOOLS, f"tool `{tool.name}`")
         parameters = self.in_taken_shapes(parameters, f"tool `{tool.name}`")
         function = _present(
@@ -1037,7 +1034,6 @@ class _Encoder:
             )
         strict: bool | None = fmt.strict
         if fmt.strict:
-            self.schema_sent = True
             if (
                 level is StructuredLevel.BEST_EFFORT
                 or self.profile.response_dialect is SchemaDialect.NOT_HONOURED
@@ -1388,10 +1384,6 @@ class _Encoder:
             self.as_sent = self.settings_replaced(given, limit_field, max_tokens is None)
         body.update(given)
         return body
-
-    def schema_routing(self, option: Mapping[str, Any]) -> dict[str, Any]:
-        """`strict_routing` for a request whose schema is sent (the Responses API's)."""
-        return self.strict_routing(option, ["schema"])
 
     def strict_routing(self, option: Mapping[str, Any], routed: list[str]) -> dict[str, Any]:
         """OpenRouter's `provider` for a request whose answer hangs on a parameter an

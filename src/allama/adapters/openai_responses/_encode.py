@@ -101,7 +101,11 @@ from allama._degradations import Degradations
 from allama.adapters._http import HttpRequest, option_fields, settings_as_sent
 from allama.adapters._tool_ids import IdRule, hashed_id, with_tool_ids
 from allama.adapters.openai_compat._capabilities import ModelFamily
-from allama.adapters.openai_compat._encode import JSON_OBJECT_NOTE, sent_arguments
+from allama.adapters.openai_compat._encode import (
+    JSON_OBJECT_NOTE,
+    _routed_parameters,
+    sent_arguments,
+)
 from allama.adapters.openai_compat._encode import _Encoder as _ChatEncoder
 from allama.adapters.openai_compat._profile import WireProfile, pdfs_from
 from allama.adapters.openai_responses._decode import (
@@ -829,8 +833,6 @@ class _Encoder(_ChatEncoder):
             body["include"] = include
         if self.stream:
             body["stream"] = True
-        if self.profile.require_parameters and self.schema_sent:
-            body["provider"] = self.schema_routing(self.extra)
         given = option_fields(
             body, self.extra, BODY_OPTION, stream=self.stream, degradations=self.degradations
         )
@@ -838,8 +840,6 @@ class _Encoder(_ChatEncoder):
         if given:
             self.as_sent = settings_as_sent(request, given, _SETTINGS)
         for key, value in given.items():
-            if key == "provider" and "provider" in body:
-                continue
             ours = body.get(key)
             if key in _MERGED and isinstance(ours, dict) and isinstance(value, dict):
                 body[key] = {**ours, **value}
@@ -847,6 +847,9 @@ class _Encoder(_ChatEncoder):
                 body[key] = [*ours, *(entry for entry in value if entry not in ours)]
             else:
                 body[key] = value
+        routed = _routed(body)
+        if self.profile.require_parameters and routed:
+            body["provider"] = self.strict_routing(given, routed)
         if text is not None:
             sent = body.get("text")
             theirs = sent.get("format") if isinstance(sent, dict) else sent
@@ -856,6 +859,17 @@ class _Encoder(_ChatEncoder):
         if choice is not None and body.get("tool_choice") != choice:
             self.option_replaced(RequestField.TOOL_CHOICE, "tool_choice", body.get("tool_choice"))
         return body
+
+
+def _routed(body: Mapping[str, Any]) -> list[str]:
+    """`_routed_parameters` of a body (the body option's fields in it) whose response format
+    is `text.format`, as the Chat Completions body's is `response_format`: OpenRouter's
+    Responses API routes on the same parameters."""
+    text = body.get("text")
+    fmt = text.get("format") if isinstance(text, dict) else text
+    return _routed_parameters(
+        {"response_format": fmt, "tools": body.get("tools"), "tool_choice": body.get("tool_choice")}
+    )
 
 
 def _input_says_json(items: list[dict[str, Any]]) -> bool:
