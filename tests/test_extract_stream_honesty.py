@@ -1,11 +1,12 @@
 """A streamed extraction tells the truth about what it cost and what its value is.
 
-A stream stopped (cancelled, Ctrl-C, closed early) after the model began its answer, before
-any usage came (OpenAI's comes last), was made and maybe billed: its cost is unknown, not
-nothing. The partial value shows a completed part as `finish()` will return it: read as
-JSON, strictly, with the config of the model that holds it, and never what `finish()`
-refuses (`NaN`, a number too large for a float, a key written twice). The value `finish()`
-returns is not the preview a caller may have edited.
+A stream stopped (cancelled, Ctrl-C, closed early) after the model began its answer, or
+once its response began, before any usage came (OpenAI's comes last), was made and maybe
+billed: its cost is unknown, not nothing, as for one the network cut there. The partial
+value shows a completed part as `finish()` will return it: read as JSON, strictly, with the
+config of the model that holds it, and never what `finish()` refuses (`NaN`, a number too
+large for a float, a key written twice). The value `finish()` returns is not the preview a
+caller may have edited.
 """
 
 from __future__ import annotations
@@ -81,18 +82,18 @@ def _chunks(text: str, size: int) -> list[str]:
 
 
 class StopsMidAnswer(MockProvider):
-    """A stream like OpenAI's (its usage comes last) that gave `began` of the answer (or
-    only its start), then raises `raised` or, with `None`, waits (to be cancelled)."""
+    """A stream like OpenAI's (its usage comes last) that gave its first `given` events (3:
+    a piece of the answer; 2: the response's and the text block's start; 1: the response's
+    start; 0: none), then raises `raised` or, with `None`, waits (to be cancelled)."""
 
-    def __init__(self, raised: BaseException | None, began: bool = True) -> None:
+    def __init__(self, raised: BaseException | None, given: int = 3) -> None:
         super().__init__()
         self.raised = raised
-        self.began = began
+        self.given = given
 
     def _head(self, request: ChatRequest) -> list[StreamEvent]:
         self._record(request)
-        events = _events(['{"name": "Al'], usage=False)[:3]
-        return events if self.began else events[:1]
+        return _events(['{"name": "Al'], usage=False)[: self.given]
 
     def chat_stream(self, request: ChatRequest) -> ChatStream:
         head = self._head(request)
@@ -149,16 +150,56 @@ def test_a_cancelled_stream_after_the_answer_began_is_a_call_made_whose_cost_is_
     assert (record.passes, record.usage, record.cost_missing) == (0, Usage(), UNKNOWN)
 
 
-def test_a_ctrl_c_before_the_answer_began_still_says_nothing_was_paid() -> None:
+def test_a_ctrl_c_before_anything_came_still_says_nothing_was_paid() -> None:
     with (
         pytest.raises(KeyboardInterrupt) as caught,
         Extractor().extract_stream(
-            StopsMidAnswer(KeyboardInterrupt(), began=False), Person, _request()
+            StopsMidAnswer(KeyboardInterrupt(), given=0), Person, _request()
         ) as stream,
     ):
         for _ in stream:
             pass
     assert ExtractionMetadata.from_error(caught.value) is None
+
+
+# 1 (given): as the stream opens, read ahead for a refusal; 2: as the caller reads it.
+@pytest.mark.parametrize("given", [1, 2])
+def test_a_ctrl_c_once_the_response_began_is_a_call_made_whose_cost_is_unknown(
+    given: int,
+) -> None:
+    with (
+        pytest.raises(KeyboardInterrupt) as caught,
+        Extractor().extract_stream(
+            StopsMidAnswer(KeyboardInterrupt(), given=given), Person, _request()
+        ) as stream,
+    ):
+        for _ in stream:
+            pass
+    record = ExtractionMetadata.from_error(caught.value)
+    assert record is not None
+    assert (record.passes, record.usage, record.cost, record.cost_missing) == (
+        0,
+        Usage(),
+        None,
+        UNKNOWN,
+    )
+
+
+@pytest.mark.parametrize("given", [1, 2])
+def test_a_stream_cancelled_once_its_response_began_is_a_call_made(given: int) -> None:
+    async def read() -> None:
+        async with asyncio.timeout(0.2):
+            async with await Extractor().aextract_stream(
+                StopsMidAnswer(None, given=given), Person, _request()
+            ) as stream:
+                async for _ in stream:
+                    pass
+
+    with pytest.raises(TimeoutError) as caught:
+        asyncio.run(read())
+    record = ExtractionMetadata.from_error(caught.value)
+    assert record is not None
+    assert (record.passes, record.usage, record.cost_missing) == (0, Usage(), UNKNOWN)
 
 
 def test_a_stream_closed_early_after_the_answer_began_has_its_cost_unknown_in_its_span() -> None:
@@ -507,3 +548,137 @@ def test_a_stream_reset_after_its_status_is_one_call_made_whose_cost_is_unknown(
     assert (bare["passes"], bare["usage"], bare["cost_missing"]) == (0, {}, UNKNOWN)
     retried = RetryingProvider(_reset_after_status(), RetryPolicy(max_attempts=1))
     assert _record_of_reset(flavour, retried) == bare
+
+
+# 7. A stream closed once its response began, before any of the answer, was a call made:
+# its record is the one of a stream the network cut there. One closed before anything came
+# was none.
+
+FORCED_TOOL = ExtractionMode.FORCED_TOOL
+NO_USAGE = "no usage was reported"
+STARTED = _events(['{"name": "Ada", "age": 36}'], usage=False)
+
+
+def _closed_at_start(mode: ExtractionMode) -> ExtractionMetadata:
+    """The record of a stream closed once the caller read its first event (its start)."""
+    request = ChatRequest("m").user("extract").with_option(mode)
+    stream = Extractor().extract_stream(MockStreamingProvider.with_stream(STARTED), Person, request)
+    assert next(stream) == ResponseStart(id="r", model="m")
+    stream.close()
+    with pytest.raises(allama.Error) as caught:
+        stream.finish()
+    assert str(caught.value) == (
+        "the stream was closed (close() or aclose()) before the response finished"
+    )
+    record = ExtractionMetadata.from_error(caught.value)
+    assert record is not None
+    return record
+
+
+async def _aclosed_at_start(mode: ExtractionMode) -> ExtractionMetadata:
+    request = ChatRequest("m").user("extract").with_option(mode)
+    stream = await Extractor().aextract_stream(
+        MockStreamingProvider.with_stream(STARTED), Person, request
+    )
+    assert await anext(stream) == ResponseStart(id="r", model="m")
+    await stream.aclose()
+    with pytest.raises(allama.Error) as caught:
+        await stream.finish()
+    record = ExtractionMetadata.from_error(caught.value)
+    assert record is not None
+    return record
+
+
+# NATIVE: its start read ahead as the stream opened (for a refusal); FORCED_TOOL: read by
+# the caller alone.
+@pytest.mark.parametrize("mode", [NATIVE, FORCED_TOOL])
+def test_a_stream_closed_once_its_response_began_is_a_call_made_whose_cost_is_unknown(
+    mode: ExtractionMode,
+) -> None:
+    for record in (_closed_at_start(mode), asyncio.run(_aclosed_at_start(mode))):
+        assert (record.passes, record.usage, record.cost, record.cost_missing) == (
+            0,
+            Usage(),
+            None,
+            UNKNOWN,
+        )
+
+
+def test_a_stream_closed_before_anything_came_is_no_call_made() -> None:
+    request = ChatRequest("m").user("extract").with_option(FORCED_TOOL)
+    stream = Extractor().extract_stream(MockStreamingProvider.with_stream(STARTED), Person, request)
+    stream.close()
+    with pytest.raises(allama.Error) as caught:
+        stream.finish()
+    record = ExtractionMetadata.from_error(caught.value)
+    assert record is not None
+    assert (record.passes, record.usage, record.cost_missing) == (0, None, NO_USAGE)
+
+
+def test_a_stream_closed_once_its_response_began_has_its_cost_unknown_in_its_span() -> None:
+    exporter = InMemorySpanExporter()
+    tracing = TracerProvider()
+    tracing.add_span_processor(SimpleSpanProcessor(exporter))
+    provider = MockStreamingProvider.with_stream(STARTED)
+    with Extractor(tracer_provider=tracing).extract_stream(provider, Person, _request()) as s:
+        assert next(s) == ResponseStart(id="r", model="m")
+    (span,) = [span for span in exporter.get_finished_spans() if span.name == "extract Person"]
+    assert span.attributes is not None
+    assert span.attributes["allama.stream.closed_early"] is True
+    assert span.attributes["allama.cost.missing"] == UNKNOWN
+
+
+def _openai_pieces(text: str) -> list[bytes]:
+    """A Chat Completions stream of `text`, one SSE event a piece: its start (the role, no
+    content), the text, the finish, then the usage."""
+    head = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "gpt-4o"}
+    deltas: list[dict[str, Any]] = [
+        {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]},
+        {"choices": [{"index": 0, "delta": {"content": text}}]},
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+        {"choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 20}},
+    ]
+    pieces = [f"data: {json.dumps({**head, **delta})}\n\n".encode() for delta in deltas]
+    return [*pieces, b"data: [DONE]\n\n"]
+
+
+class _Pieces(httpx2.SyncByteStream):
+    """A stream's body, one read per piece; reset after `cut` pieces, when given."""
+
+    def __init__(self, pieces: list[bytes], cut: int | None) -> None:
+        self._pieces = pieces
+        self._cut = cut
+
+    def __iter__(self) -> Iterator[bytes]:
+        for index, piece in enumerate(self._pieces):
+            if index == self._cut:
+                raise httpx2.ReadError("connection reset")
+            yield piece
+
+
+def _openai_streaming(cut: int | None = None) -> Any:
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        body = _Pieces(_openai_pieces('{"name": "Ada", "age": 36}'), cut)
+        return httpx2.Response(200, stream=body, headers={"content-type": "text/event-stream"})
+
+    transport = Transport(client=httpx2.Client(transport=httpx2.MockTransport(answer)))
+    return allama.provider("openai", api_key="k", transport=transport)
+
+
+def test_a_stream_closed_once_its_response_began_is_recorded_as_one_the_network_cut() -> None:
+    request = ChatRequest("gpt-4o").user("extract")
+    with (
+        pytest.raises(allama.NetworkError) as cut,
+        Extractor().extract_stream(_openai_streaming(cut=1), Person, request) as stream,
+    ):
+        stream.finish()
+    stream = Extractor().extract_stream(_openai_streaming(), Person, request)
+    assert next(stream) == ResponseStart(id="c1", model="gpt-4o")
+    stream.close()
+    with pytest.raises(allama.Error) as closed:
+        stream.finish()
+    by_cut = ExtractionMetadata.from_error(cut.value)
+    by_close = ExtractionMetadata.from_error(closed.value)
+    assert by_cut is not None and by_close is not None
+    assert by_close.to_json_dict() == by_cut.to_json_dict()
+    assert (by_close.passes, by_close.usage, by_close.cost_missing) == (0, Usage(), UNKNOWN)

@@ -35,6 +35,7 @@ from allama.adapters.gemini._errors import (
 )
 from allama.adapters.gemini._stream import GenerateStreamDecoder, decode_stream
 from allama.errors import (
+    REPORTED_USAGE_KEY,
     AuthenticationError,
     ContextWindowExceededError,
     Error,
@@ -1010,10 +1011,11 @@ def test_sse_stream_events_in_order() -> None:
     events = decode_stream(data, provider="gemini", model="asked")
     assert events == [
         ResponseStart(id="r1", model="gemini-2.5-flash"),
+        # A chunk's usage comes before its content. Before the finishing chunk the output
+        # counts are running: not the call's.
+        UsageEvent(usage=Usage(input_tokens=5)),
         BlockStart(index=0, block_type=StreamBlockType.REASONING),
         ReasoningDelta(index=0, text="Hmm"),
-        # Before the finishing chunk the output counts are running: not the call's.
-        UsageEvent(usage=Usage(input_tokens=5)),
         ReasoningDelta(index=0, signature=SIG),
         BlockStop(index=0),
         BlockStart(index=1, block_type=StreamBlockType.TEXT),
@@ -1023,9 +1025,9 @@ def test_sse_stream_events_in_order() -> None:
         BlockStart(index=2, block_type=StreamBlockType.TOOL_CALL, id="call_0", name="f"),
         ToolCallDelta(index=2, arguments='{"a":1}'),
         BlockStop(index=2),
+        UsageEvent(usage=Usage(input_tokens=5, output_tokens=7, reasoning_tokens=4)),
         BlockStart(index=3, block_type=StreamBlockType.TEXT),
         TextDelta(index=3, text="after"),
-        UsageEvent(usage=Usage(input_tokens=5, output_tokens=7, reasoning_tokens=4)),
         BlockStop(index=3),
         Finish(finish_reason=FinishReason.TOOL_CALLS),
     ]
@@ -1036,6 +1038,37 @@ def test_sse_stream_events_in_order() -> None:
         ToolCall(id="call_0", name="f", arguments='{"a":1}'),
         TextPart(text="after"),
     )
+
+
+def test_a_chunks_usage_comes_before_its_content() -> None:
+    # A stream closed between a chunk's text and its usage keeps the input count that came.
+    running = {"promptTokenCount": 100, "totalTokenCount": 100}
+    data = sse(chunk([{"text": '{"name": '}], usageMetadata=running))
+    events = iter_split(data, [], model="asked")
+    assert list(itertools.islice(events, 4)) == [
+        ResponseStart(model="asked"),
+        UsageEvent(usage=Usage(input_tokens=100)),
+        BlockStart(index=0, block_type=StreamBlockType.TEXT),
+        TextDelta(index=0, text='{"name": '),
+    ]
+
+
+def test_a_part_that_does_not_fit_comes_after_its_chunks_usage_once() -> None:
+    data = sse(chunk([{"text": "Hello"}, {"text": 7}], usageMetadata={"promptTokenCount": 9}))
+    events: list[StreamEvent] = []
+    with pytest.raises(StreamDecodeError) as caught:
+        for event in iter_split(data, [], model="asked"):
+            events.append(event)
+    assert str(caught.value) == (
+        "a stream chunk does not fit the response shape: a part's `text` is not a string"
+    )
+    assert events == [
+        ResponseStart(model="asked"),
+        UsageEvent(usage=Usage(input_tokens=9)),
+        BlockStart(index=0, block_type=StreamBlockType.TEXT),
+        TextDelta(index=0, text="Hello"),
+    ]
+    assert caught.value.context.metadata[REPORTED_USAGE_KEY] == {"input_tokens": 9}
 
 
 def test_the_json_array_framing_gives_the_same_events() -> None:

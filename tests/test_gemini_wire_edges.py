@@ -3,7 +3,8 @@ reports (billed, as a body's is); Vertex AI resource model names are called wher
 serves them and answered from their model's capability row; the body option in Google's
 snake_case spelling is merged with allama's fields, not sent beside them; a trailing
 `data: [DONE]` does not lose a finished answer; a model's name that would cut the URL or
-name another path is refused before sending, live and as a batch job's."""
+name another path is refused before sending, live and as a batch job's; a stream closed
+between a chunk's text and its usage keeps the input count that came with it."""
 
 from __future__ import annotations
 
@@ -526,3 +527,45 @@ def test_a_gemini_batch_job_refuses_a_name_that_would_cut_the_url(model: str, wr
     with pytest.raises(InvalidRequestError) as caught:
         next(steps)
     assert (str(caught.value), caught.value.model) == (said, model)
+
+
+# 6. A stream closed between a chunk's text and its usage
+
+RUNNING = {"promptTokenCount": 1200, "totalTokenCount": 1200}
+HALF = body([{"text": '{"name": '}], finish=None, usage=RUNNING)
+REST = body([{"text": '"Ada"}'}], usage=BILLED)
+NO_OUTPUT = "the provider did not report the output tokens"
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_an_extraction_stream_closed_after_a_chunks_text_keeps_its_input_count(
+    flavour: str,
+) -> None:
+    target = Endpoint(sse(HALF, REST)).provider()
+    request = ChatRequest(MODEL).user("x")
+    with pytest.raises(Error) as caught:
+        if flavour == "sync":
+            stream = allama.extract_stream(target, Person, request)
+            for event in stream:
+                if event.type == "text_delta":
+                    break
+            stream.close()
+            stream.finish()
+        else:
+
+            async def run() -> None:
+                astream = await allama.aextract_stream(target, Person, request)
+                async for event in astream:
+                    if event.type == "text_delta":
+                        break
+                await astream.aclose()
+                await astream.finish()
+
+            asyncio.run(run())
+    metadata = ExtractionMetadata.from_error(caught.value)
+    assert metadata is not None
+    assert (metadata.passes, metadata.usage, metadata.cost_missing) == (
+        0,
+        Usage(input_tokens=1200),
+        NO_OUTPUT,
+    )

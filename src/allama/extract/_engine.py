@@ -706,6 +706,16 @@ class Opened:
     target: Target
     stop: tuple[str, ...] = ()
     """The stop sequences of the request the stream was opened with, as sent."""
+    received: bool = False
+    """Whether the provider's response began: an event of the wire's was read (read ahead
+    here, or given to the caller since). A stream stopped after that (closed, Ctrl-C) was a
+    call made, and maybe billed, as one the network cut then is (`record_cut`)."""
+
+
+def from_the_wire(item: Any) -> bool:
+    """Whether `item`, read from a stream, is an event of the provider's response: not a
+    warning (which a provider gives before the wire's first event), an `Error` or `END`."""
+    return item is not END and not isinstance(item, WarningEvent | Error)
 
 
 def cut_after_sending(raised: BaseException) -> bool:
@@ -734,9 +744,10 @@ def record_cut(
     """Count on `metadata` a stream not (or not yet) finished: its usage so far, not a pass.
 
     Where no usage came yet (OpenAI's comes last) and the call was made (the model had
-    begun its answer, or the transport cut it after its status, `made`), it was made, and
-    maybe billed, for what nothing says: its cost unknown, not nothing, as for a stream the
-    network cut (`StreamCollector.mark_made`)."""
+    begun its answer, or `made`: the transport cut it after its status, or its response
+    had begun, `Opened.received`), it was made, and maybe billed, for what nothing says:
+    its cost unknown, not nothing, as for a stream the network cut
+    (`StreamCollector.mark_made`)."""
     collector = stream.collector
     so_far = collector.reported_metadata()
     if so_far.usage is None and (made or _answer_begun(collector)):
@@ -841,10 +852,14 @@ def open_steps(
                 metadata=metadata,
                 target=opened_by,
                 stop=derived.stop,
+                received=any(from_the_wire(item) for item in ahead),
             )
     except BaseException as raised:  # the provider's own, none of allama's (`drive_open`)
         if reading is not None:  # cut as its first items were read: what it cost so far
-            record_cut(metadata, reading[0], reading[1], cut_after_sending(raised))
+            # Made where the transport cut it after its status, or its response had begun.
+            made = cut_after_sending(raised)  # (what it kept taken off either way)
+            made = made or any(from_the_wire(item) for item in ahead)
+            record_cut(metadata, reading[0], reading[1], made)
         metadata.keep_on(raised)  # what a refused stream paid goes with it
         raise
 

@@ -19,6 +19,7 @@ from allama.extract._engine import (
     _answered_by,
     cut_after_sending,
     finish,
+    from_the_wire,
     record_cut,
     refused_midway,
 )
@@ -51,9 +52,10 @@ T = TypeVar("T")
 def _record_so_far(opened: Opened, made: bool = False) -> ExtractionMetadata:
     """The record of a stream not (or not yet) finished: its usage so far (with what a
     wrapper read ahead of it, which a stream dropped unclosed never took), not a pass; a
-    call made, its cost unknown, where nothing was reported of one made (`record_cut`)."""
+    call made, its cost unknown, where nothing was reported of one made (`made`, or its
+    response had begun: `Opened.received`; `record_cut`)."""
     record = opened.metadata.model_copy(deep=True)
-    record_cut(record, opened.stream, opened.target, made)
+    record_cut(record, opened.stream, opened.target, made or opened.received)
     return record
 
 
@@ -129,6 +131,8 @@ class _Observer(Generic[T]):
         return self._opened.metadata.mode
 
     def observe(self, event: StreamEvent) -> None:
+        if not self._opened.received and from_the_wire(event):
+            self._opened.received = True  # (a stream stopped from now on was a call made)
         mode = self._opened.metadata.mode
         if isinstance(event, TextDelta):
             if mode is ExtractionMode.NATIVE:
@@ -296,6 +300,17 @@ class _Observer(Generic[T]):
         self._failed = error
         failed = opened.metadata.model_copy(deep=True)
         reported = collector.response_metadata()
+        if (
+            collector.error is None
+            and opened.received
+            and reported.usage is None
+            and REPORTED_USAGE_KEY not in error.context.metadata
+        ):
+            # Stopped unfinished, not by a failure of its own (closed, or an exception not
+            # allama's ended its reading), once its response had begun: made, as a stream
+            # the network cut then is, and its error says so, as `StreamCollector.mark_made`
+            # marks one whose answer had begun.
+            error.with_metadata(REPORTED_USAGE_KEY, {})
         if reported.usage is None and error.context.metadata.get(REPORTED_USAGE_KEY) == {}:
             # Cut after its status with no usage before: made, and maybe billed, for what
             # nothing says (its cost unknown, not nothing). Its one charge, as `record_cut`
@@ -320,7 +335,8 @@ class _Observer(Generic[T]):
         """A cancellation, Ctrl-C or an exception not allama's ended the stream: what it
         paid goes with the exception, and its span ends failed, as a non-streamed
         extraction's does (not as one the caller closed)."""
-        # Cut after its status by the transport: a call made, whatever it brought.
+        # Cut after its status by the transport, or after its response began: a call made,
+        # whatever it brought (`_record_so_far`).
         record = _record_so_far(self._opened, made=cut_after_sending(raised))
         record.keep_on(raised)
         if self._span is not None:

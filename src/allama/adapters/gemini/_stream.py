@@ -47,13 +47,14 @@ before). Chunks before the one with the finish reason carry the input counts and
 no) output counts, which omitted read as 0: their output and reasoning counts (and output
 audio, image and video tokens) are not reported, so a stream that fails, is cut or is
 cancelled before its finishing chunk keeps its input count and an unknown output, as the
-Anthropic decoder does. The finishing chunk's usage (or a later chunk's) is the whole
-call's, read as a body's is. An error object is raised after every event before it was
-yielded (those were paid for); one after the finish reason, after the events `close()` would
-have given (`Finish` among them), so the stream ends there with its answer whole. A chunk
-that does not fit the response shape raises `StreamDecodeError` after its usage, read by the
-same rule, was reported, and with that usage on the error, as a body's that cannot be read
-has it.
+Anthropic decoder does. A chunk's usage goes out before its content (as Anthropic's comes
+before the answer), so a stream closed between them keeps the input count that came. The
+finishing chunk's usage (or a later chunk's) is the whole call's, read as a body's is. An
+error object is raised after every event before it was yielded (those were paid for); one
+after the finish reason, after the events `close()` would have given (`Finish` among them),
+so the stream ends there with its answer whole. A chunk that does not fit the response
+shape raises `StreamDecodeError` after its usage, read by the same rule, was reported, and
+with that usage on the error, as a body's that cannot be read has it.
 """
 
 from __future__ import annotations
@@ -470,27 +471,32 @@ class GenerateStreamDecoder:
                 yield from self._end()
             raise error_from_payload(payload, provider=self._provider, model=self._model)
         try:
-            yield from self._chunk(payload)
+            chunk = read_chunk(payload, first_listed=False)
         except Unreadable as why:
-            error = StreamDecodeError(f"a stream chunk does not fit the response shape: {why}")
-            # Its tokens were billed all the same: its usage is reported before the error,
-            # and kept on it, as a body's that cannot be read is (`_decode._with_usage`).
-            billed = billed_chunk(payload)
-            billed.model = billed.model or self._served
-            if not (self.finished or says_finish(payload)):
-                _running(billed)
-            yield from self._usage(billed)
-            raise with_billed_usage(error.mark_authored(), billed) from None
+            yield from self._unfit(payload, why, said=False)
+        yield from self._chunk(chunk, payload)
 
-    def _chunk(self, payload: dict[str, Any]) -> Iterator[StreamEvent]:
-        chunk = read_chunk(payload, first_listed=False)
+    def _unfit(
+        self, payload: dict[str, Any], why: Unreadable, *, said: bool
+    ) -> Iterator[StreamEvent]:
+        """Raise the error of a chunk that does not fit the response shape (`why`). Its
+        tokens were billed all the same: its usage is reported before the error (unless
+        already `said`, before the part that does not fit), and kept on it, as a body's
+        that cannot be read is (`_decode._with_usage`)."""
+        error = StreamDecodeError(f"a stream chunk does not fit the response shape: {why}")
+        billed = billed_chunk(payload)
+        billed.model = billed.model or self._served
+        if not (self.finished or says_finish(payload)):
+            _running(billed)
+        if not said:
+            yield from self._usage(billed)
+        raise with_billed_usage(error.mark_authored(), billed) from None
+
+    def _chunk(self, chunk: Chunk, payload: dict[str, Any]) -> Iterator[StreamEvent]:
         if not self._started:
             self._started = True
             self._served = chunk.model or self._model
             yield ResponseStart(id=chunk.id, model=self._served)
-        for part in chunk.parts:
-            self._layout.place(part)
-            yield from self._sink.drain()
         if says_something(chunk.citations):
             self._citations = _merge_citations(self._citations, chunk.citations)
         if says_something(chunk.grounding):
@@ -515,7 +521,15 @@ class GenerateStreamDecoder:
             self._unanswered = _held(chunk)
         if not self.finished:
             _running(chunk)
+        # The chunk's usage before its content, as Anthropic's comes before the answer: a
+        # stream closed (or cut) between them keeps the input count that came with it.
         yield from self._usage(chunk)
+        for part in chunk.parts:
+            try:
+                self._layout.place(part)
+            except Unreadable as why:
+                yield from self._unfit(payload, why, said=True)
+            yield from self._sink.drain()
 
     def _usage(self, chunk: Chunk) -> Iterator[StreamEvent]:
         """The events of a chunk's usage, if it reports one."""
