@@ -7,6 +7,7 @@ from __future__ import annotations
 import codecs
 import contextlib
 import http.server
+import importlib
 import io
 import itertools
 import json
@@ -1263,6 +1264,12 @@ def test_bad_arguments(
     assert capsys.readouterr().err == (f"allama batch run: no such file or folder: `{missing}`\n")
     assert main([*base, "--max-cost", "0"]) == 2
     assert "argument --max-cost: must be more than 0, not 0" in capsys.readouterr().err
+    for endless in ("inf", "Infinity", "$-inf", "nan"):
+        assert main([*base, "--max-cost", endless]) == 2
+        assert (
+            f"argument --max-cost: must be a finite amount of dollars, not {endless}"
+            in capsys.readouterr().err
+        )
     assert main([*base[:4], "missing.py:Row", "--out", out]) == 2
     assert capsys.readouterr().err == "allama batch run: no such file: `missing.py`\n"
     assert main([*base, "--provider", "openai", "--model", "m", "--job-size", "5"]) == 2
@@ -3172,6 +3179,85 @@ def test_ctrl_c_while_the_ledger_is_read_before_the_run_leaves_nothing_behind(
     assert run(server, row_type, docs, out) == 130
     assert "before the run began: nothing was sent" in capsys.readouterr().err
     assert out.read_bytes() == before and not (tmp_path / "out.jsonl.part").exists()
+
+
+def test_a_large_input_is_said_to_be_checked_before_it_is_and_ctrl_c_there_says_so(
+    server: BatchServer,
+    row_type: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every document of a JSONL or CSV input is checked before anything is sent (seconds
+    for a large one: 8 s for 100 MB): said first, so the command does not seem to hang,
+    and Ctrl-C meanwhile says what it ended."""
+    import allama.cli._batch as command
+
+    inputs = importlib.import_module("allama.batch._inputs")  # (`allama.batch`: a function)
+    source = tmp_path / "in.jsonl"
+    source.write_text("".join(json.dumps({"text": f"doc {n}"}) + "\n" for n in range(2)))
+    out = tmp_path / "out.jsonl"
+    size = source.stat().st_size
+    monkeypatch.setattr(command, "_megabytes", lambda bytes_: f"{bytes_} bytes", raising=False)
+    monkeypatch.setattr(command, "_SAID_WHILE_CHECKED", size, raising=False)
+    assert run(server, row_type, source, out, "--no-progress") == 0
+    assert capsys.readouterr().err.splitlines()[:2] == [
+        f"checking the {size} bytes of {source} before anything is sent",
+        f"2 documents from {source} (jsonl) to Row with openai gpt-4o-mini, concurrency 8",
+    ]
+    monkeypatch.setattr(command, "_SAID_WHILE_CHECKED", size + 1)
+    source.write_text(source.read_text() + json.dumps({"text": "doc 2"}) + "\n")
+
+    def interrupted(*_: Any, **__: Any) -> Any:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(inputs, "read_inputs", interrupted)
+    before, sent = out.read_bytes(), sum(server.sent.values())
+    assert run(server, row_type, source, out, "--no-progress") == 130
+    assert capsys.readouterr().err == (
+        f"checking the {source.stat().st_size} bytes of {source} before anything is sent\n"
+        "allama batch run: interrupted (Ctrl-C) before the run began: nothing was sent\n"
+    )
+    assert out.read_bytes() == before and sum(server.sent.values()) == sent
+    assert not (tmp_path / "out.jsonl.part").exists()
+    # A small one is checked with nothing said.
+    monkeypatch.undo()
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")  # (undone with the rest)
+    assert run(server, row_type, source, out, "--no-progress") == 0
+    assert capsys.readouterr().err.startswith(f"3 documents from {source} (jsonl)")
+    assert command._megabytes(137_277_780) == "137 MB"  # (said past 10 MB: a second or so)
+
+
+def test_a_stopped_run_whose_ledger_holds_nothing_finished_reads_no_input_again(
+    server: BatchServer,
+    row_type: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A refused key stops a run at its first call, on a ledger of its own: nothing the
+    ledger holds is finished, so nothing is written from it, and the input (of a million
+    lines, say) is not read again for it, nor said to be."""
+    import allama.cli._batch as command
+
+    monkeypatch.setattr(command, "_SAID_WHILE_WRITTEN", 1)
+    looked_up: list[Any] = []
+    look_up = command._looked_up
+
+    def looking(*args: Any) -> Any:
+        looked_up.append(args)
+        return look_up(*args)
+
+    monkeypatch.setattr(command, "_looked_up", looking)
+    server.refusing = "key"
+    out = tmp_path / "out.jsonl"
+    assert run(server, row_type, folder(tmp_path, [1, 2, 4]), out, "--concurrency", "1") == 1
+    err = capsys.readouterr().err
+    assert "writing what the ledger holds" not in err and not looked_up
+    assert summary_of(err)[1] == (
+        "0 done, 1 failed (1 kept pending for the next run), 2 not started, in T s"
+    )
+    assert f"output: {out} (0 values)" in err and out.read_text() == ""
 
 
 def test_a_rows_earlier_paid_attempts_are_in_it_so_that_its_costs_add_up(

@@ -290,3 +290,113 @@ def test_a_jsonl_line_of_joined_files_or_of_bare_cr_endings_is_said_so(
     command += ["--base-url", "http://127.0.0.1:9/v1", "--model", "gpt-4o-mini"]
     assert main([*command, "--out", str(tmp_path / "out.jsonl")]) == 1
     assert capsys.readouterr().err == f"allama batch run: {source} {said}\n"
+
+
+def stopped_at_the_first_row(
+    holding: HoldingServer, monkeypatch: pytest.MonkeyPatch, made: list[Any]
+) -> None:
+    """The first Ctrl-C comes as the command writes its first row, documents 0 to 2
+    finished and 3 to 6 in flight (held by the server, then let go: they finish)."""
+    import allama
+    import allama.cli._batch as command
+
+    make = allama.batch
+
+    def batch(*args: Any, **kwargs: Any) -> Any:
+        made.append(make(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(allama, "batch", batch)
+    write_row = command._write_row
+    rows = 0
+
+    def first_row(*args: Any) -> Any:
+        nonlocal rows
+        rows += 1
+        if rows == 1:
+            summary = made[0].summary
+            until(lambda: summary.done == 3 and holding.holding == 4)
+            signal.raise_signal(signal.SIGINT)  # no input starts
+            holding.release.set()  # those in flight finish
+        return write_row(*args)
+
+    monkeypatch.setattr(command, "_write_row", first_row)
+
+
+def with_a_copy(tmp_path: Path) -> Path:
+    """Documents 0 to 29, and `doc-99.txt`, a copy of document 0 past what a run stopped
+    at its start reads."""
+    docs = folder(tmp_path, list(range(30)))
+    (docs / "doc-99.txt").write_text("doc 0\n", encoding="utf-8")
+    return docs
+
+
+def test_a_second_ctrl_c_cuts_short_the_writing_of_what_the_ledger_holds(
+    holding: HoldingServer,
+    row_type: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """After a stop, the command writes what the ledger holds of the inputs the run did not
+    reach (seconds for a large input, which it reads again): a second Ctrl-C then ends it
+    (it was only taken for the exit status), the output it would replace left as it was."""
+    import allama.cli._batch as command
+
+    made: list[Any] = []
+    stopped_at_the_first_row(holding, monkeypatch, made)
+    kept_value_line = command._kept_value_line
+
+    def second(*args: Any) -> Any:
+        signal.raise_signal(signal.SIGINT)  # as the copy's row is made
+        return kept_value_line(*args)
+
+    monkeypatch.setattr(command, "_kept_value_line", second)
+    out = tmp_path / "out.jsonl"
+    part = tmp_path / "out.jsonl.part"
+    status = run(holding, row_type, with_a_copy(tmp_path), out, "--concurrency", "4")
+    assert status == 130
+    assert capsys.readouterr().err.splitlines()[-3:] == [
+        f"ledger: {out}.ledger.sqlite",
+        "allama batch run: the run stopped: KeyboardInterrupt: interrupted while writing the "
+        "ledger's values",
+        f"allama batch run: `{out}` is left as it was; this run's 7 values are in `{part}`",
+    ]
+    assert not out.exists()
+    assert sorted(row["label"] for row in rows_of(part)) == [f"doc-0{n}.txt" for n in range(7)]
+
+
+def test_a_stopped_run_of_a_ledger_of_its_own_looks_up_only_copies_of_what_it_reached(
+    holding: HoldingServer,
+    row_type: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The ledger holds only what the run reached: of the documents it did not reach, only
+    a copy of one of those (the same text) can be in it; the rest are read, not keyed
+    (keying took twice as long as reading, 30 s for 1.5 million lines). The copy's value
+    is written."""
+    import allama.cli._batch as command
+
+    made: list[Any] = []
+    stopped_at_the_first_row(holding, monkeypatch, made)
+    looked_up: list[str] = []
+    look_up = command._looked_up
+
+    def looking(*args: Any) -> Any:
+        for found in look_up(*args):
+            looked_up.append(found[1].label)
+            yield found
+
+    monkeypatch.setattr(command, "_looked_up", looking)
+    out = tmp_path / "out.jsonl"
+    status = run(holding, row_type, with_a_copy(tmp_path), out, "--concurrency", "4")
+    assert status == 130
+    assert looked_up == ["doc-99.txt"]
+    rows = {row["label"]: row for row in rows_of(out)}
+    assert sorted(rows) == [*(f"doc-0{n}.txt" for n in range(7)), "doc-99.txt"]
+    assert (rows["doc-99.txt"]["value"], rows["doc-99.txt"]["duplicate"]) == ({"n": 0}, True)
+    assert rows["doc-99.txt"]["key"] == rows["doc-00.txt"]["key"]
+    err = capsys.readouterr().err
+    assert f"output: {out} (8 values, 1 of them from the ledger for documents not reached)" in err

@@ -1241,7 +1241,9 @@ def _budget(max_cost: Decimal | float | str) -> Decimal:
     except ArithmeticError:  # `decimal.InvalidOperation`: not a number at all
         budget = None
     if budget is None or not budget.is_finite() or budget <= 0:
-        raise ValueError(f"max_cost must be an amount of dollars more than 0, not {max_cost!r}")
+        raise ValueError(
+            f"max_cost must be a finite amount of dollars more than 0, not {max_cost!r}"
+        )
     return budget
 
 

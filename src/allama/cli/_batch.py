@@ -71,8 +71,9 @@ command again and what the ledger holds is not sent again: it is written from th
 
 Progress and the summary go to stderr: a bar redrawn in place on a terminal, otherwise a
 line every --progress-every seconds. Ctrl-C stops starting new inputs and lets those in
-flight finish (a second Ctrl-C abandons them; the ledger keeps them pending); so do SIGTERM
-and SIGHUP, unless the process was started ignoring them (nohup).
+flight finish (a second Ctrl-C abandons them, the ledger keeps them pending; or cuts short
+the writing of what the ledger holds for the inputs a stopped run did not reach, OUT left
+as it was); so do SIGTERM and SIGHUP, unless the process was started ignoring them (nohup).
 
 exit status: 0 the run ended (some inputs may have failed: see the summary), 1 nothing
 could be done (an input file that cannot be read, the provider could not start, or refused
@@ -422,7 +423,9 @@ def _dollars(text: str) -> Decimal:
         value = Decimal(text.removeprefix("$"))
     except InvalidOperation:
         raise argparse.ArgumentTypeError(f"not an amount of dollars: {text!r}") from None
-    if not value.is_finite() or value <= 0:
+    if not value.is_finite():
+        raise argparse.ArgumentTypeError(f"must be a finite amount of dollars, not {text}")
+    if value <= 0:
         raise argparse.ArgumentTypeError(f"must be more than 0, not {text}")
     return value
 
@@ -445,7 +448,11 @@ def _say(command: str, message: str) -> None:
 
 
 def _run(args: argparse.Namespace, interrupts: _Interrupts) -> int:
-    prepared = _prepare(args)
+    try:
+        prepared = _prepare(args)
+    except KeyboardInterrupt:  # checking a large input, say: seconds, which it may cut short
+        _say("run", f"{interrupts.said} before the run began: nothing was sent")
+        return interrupts.status
     with contextlib.closing(prepared.provider), _stderr_that_may_close():
         return _execute(args, prepared, interrupts)
 
@@ -699,6 +706,16 @@ def _prepare(args: argparse.Namespace) -> _Prepared:
         # A folder's documents are not the run's own files (an output named `*.txt`, a
         # ledger named `*.md`).
         skip = [out, ledger, *([Path(args.prompt)] if args.prompt is not None else [])]
+        try:
+            size = source.stat().st_size if source.is_file() else 0
+        except OSError:  # (said as the file is read)
+            size = 0
+        if size >= _SAID_WHILE_CHECKED:  # seconds with nothing said, else
+            print(
+                f"checking the {_megabytes(size)} of {printable(str(source))} before anything "
+                "is sent",
+                file=sys.stderr,
+            )
         inputs = read_inputs(source, field=args.field, id_field=args.id_field, skip=skip)
     except NoSuchField as error:  # a --field or --id-field the source lacks; no kind of INPUT
         provider.close()
@@ -706,6 +723,9 @@ def _prepare(args: argparse.Namespace) -> _Prepared:
     except InputError as error:
         provider.close()
         raise _Failed(str(error)) from None
+    except KeyboardInterrupt:
+        provider.close()
+        raise
     engine = getattr(provider, "engine", None) if local else None
     if engine is not None and not engine.running and 0 < inputs.total < engine.parallel:
         # No more slots than documents: each holds its context's memory from the start.
@@ -1145,6 +1165,15 @@ def _budget_spent(spec: Any, book: Any) -> str | None:
     return f"the budget of ${spec.max_cost:f} is spent (${dollars(paid)} paid by earlier runs)"
 
 
+_SAID_WHILE_CHECKED = 10_000_000
+"""Bytes of a JSONL or CSV input past which the command says it checks it before the run
+(about a second for 10 MB): a large one would otherwise seem to hang, nothing said."""
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / 1_000_000:.0f} MB"
+
+
 _SLOT_CONTEXT = 4096
 """The tokens of context each of the local engine's slots holds (one a slot has alone)."""
 
@@ -1154,7 +1183,12 @@ from the ledger (about a second for 10,000): a stop would otherwise seem to hang
 
 
 def _write_from_ledger(
-    run: Any, ledger: Path, output: IO[str], seen: bytearray, given: set[int]
+    run: Any,
+    ledger: Path,
+    output: IO[str],
+    seen: bytearray,
+    given: set[int],
+    not_started: set[int] | None = None,
 ) -> list[Any]:
     """Write the values the ledger holds for the documents a stopped run did not reach
     (finished by an earlier run, or by this one and abandoned before it gave them: a
@@ -1162,40 +1196,67 @@ def _write_from_ledger(
     counted the command took, `_left_unread`), validated again; their results, and those
     of the failures an earlier run ended with, as the run would have given them (a copy
     of an input the run gave already marked so). `given`: the inputs the run gave, by
-    their key's first 64 bits.
+    their key's first 64 bits; `not_started`: those of them it gave as not started
+    (`None`: not known).
 
     The input is read again for them: one that can no longer be read as the run read it
-    (written over since) raises its `InputError`, with nothing of the ledger's written."""
+    (written over since) raises its `InputError`, with nothing of the ledger's written. It
+    is not read when the ledger holds nothing finished, and when it holds only inputs the
+    run reached (a ledger of its own), only the copies of those are looked up: a document
+    of any other text has no key the ledger holds. (Keying a document takes twice as long
+    as reading it.) Cut short (a second Ctrl-C), nothing of the ledger's is written."""
     import sqlite3
 
     from allama.batch._inputs import InputError
     from allama.batch._ledger import LedgerError, _read_only, _row, row_columns
+    from allama.batch._run import _duplicate, key_bits, stored_python
 
     filled: list[Any] = []
     if 0 not in seen or not ledger.is_file():
         return filled
-    unreached = seen.count(0)
-    if unreached >= _SAID_WHILE_WRITTEN:  # seconds with nothing said, else (a stop that waits)
-        print(
-            f"writing what the ledger holds of the {unreached} inputs the run did not reach",
-            file=sys.stderr,
-        )
     try:
         db = _read_only(ledger)
     except LedgerError:
         return filled
-    from allama.batch._run import _duplicate, key_bits, stored_python
-
     spec = run._spec
     runner = run._runner
     this_run = runner.book.run_id if runner.book is not None else None
 
-    def reached(index: int) -> bool:
-        return index < len(seen) and bool(seen[index])
+    def reached(key: str) -> bool:  # by an input the run gave, and not as not started
+        bits = key_bits(key)
+        return not_started is not None and bits in given and bits not in not_started
+
+    copies_only = False
+    """Only copies of what the run reached can be in the ledger: an input's key is that of
+    its text (added to one request), so one whose text no input the run reached has is not
+    keyed. Those texts are read first, as far as the last input the run reached."""
+    texts: set[int] = set()
+
+    def skipped(index: int, document: Any) -> bool:
+        if index < len(seen) and seen[index]:
+            return True
+        return copies_only and hash(document) not in texts
 
     start = output.seek(0, os.SEEK_END)  # (an append's position, after a truncation, is not)
     try:
-        for index, document, key, found in _looked_up(spec, db, row_columns(db), reached):
+        held = _finished_held(db, reached)
+        if held is None:  # nothing finished: no value, nor failure, to write
+            return filled
+        unreached = seen.count(0)
+        if unreached >= _SAID_WHILE_WRITTEN:  # seconds with nothing said, else (a stop waits)
+            print(
+                f"writing what the ledger holds of the {unreached} inputs the run did not reach",
+                file=sys.stderr,
+            )
+        copies_only = not held and spec.template is not None
+        if copies_only:
+            last = seen.rfind(1)
+            for index, document in enumerate(spec.inputs):
+                if index > last:
+                    break
+                if seen[index]:
+                    texts.add(hash(document))
+        for index, document, key, found in _looked_up(spec, db, row_columns(db), skipped):
             if found is None or key is None:
                 continue
             row = _row((key, *found))
@@ -1226,13 +1287,25 @@ def _write_from_ledger(
             filled.append(result)
     except sqlite3.Error:
         return filled
-    except InputError:  # the documents read now are not those the run read: none written
-        output.truncate(start)
+    except (InputError, KeyboardInterrupt):  # the documents read now are not those the run
+        output.truncate(start)  # read, or a second Ctrl-C: none written
         raise
     finally:
         output.flush()
         db.close()
     return filled
+
+
+def _finished_held(db: Any, reached: Callable[[str], bool]) -> bool | None:
+    """Whether the ledger holds finished inputs (done or failed) other than those the run
+    `reached` (by key): an earlier run's, another run's since, or this run's it abandoned;
+    `None` when it holds none finished at all."""
+    held: bool | None = None
+    for (key,) in db.execute("SELECT key FROM items WHERE status IN ('done', 'failed')"):
+        if not reached(key):
+            return True
+        held = False
+    return held
 
 
 def _kept_value_line(
@@ -1359,8 +1432,8 @@ def _write_finished_elsewhere(
                 copy = row.run_id == this_run or not runner.first_read(key)
                 output.write(_kept_value_line(label, key, shown, row.record, copy))
                 found.written += 1
-    except sqlite3.Error:  # none written: the summary's count stands, and `export` writes them
-        output.truncate(start)
+    except (sqlite3.Error, KeyboardInterrupt):  # none written: the summary's count stands,
+        output.truncate(start)  # and `export` writes them
         raise
     finally:
         output.flush()
@@ -1410,12 +1483,12 @@ def _count_earlier(
 
 
 def _looked_up(
-    spec: Any, db: Any, columns: str, skip: Callable[[int], bool] | None = None
+    spec: Any, db: Any, columns: str, skip: Callable[[int, Any], bool] | None = None
 ) -> Iterator[tuple[int, Any, str | None, tuple[Any, ...] | None]]:
-    """Each input of the run (but those `skip` names, by index), its key (`None` when the
-    caller's functions raise for it: the input's own failure, which the run reports) and
-    the ledger's `columns` for it (`None` when the ledger has no such key), looked up 500
-    keys at a time."""
+    """Each input of the run (but those `skip` names, by index and document, which are not
+    keyed), its key (`None` when the caller's functions raise for it: the input's own
+    failure, which the run reports) and the ledger's `columns` for it (`None` when the
+    ledger has no such key), looked up 500 keys at a time."""
     waiting: list[tuple[int, Any, str | None]] = []
 
     def look_up() -> Iterator[tuple[int, Any, str | None, tuple[Any, ...] | None]]:
@@ -1430,7 +1503,7 @@ def _looked_up(
         waiting.clear()
 
     for index, document in enumerate(spec.inputs):
-        if skip is not None and skip(index):
+        if skip is not None and skip(index, document):
             continue
         try:
             key: str | None = spec.key(document, spec.build(document))
@@ -1616,6 +1689,8 @@ def _execute(args: argparse.Namespace, prepared: _Prepared, interrupts: _Interru
         """The inputs the run gave, by their key's first 64 bits."""
         unstarted: set[int] = set()
         """The documents the run read and gave as not started (it stopped first)."""
+        unstarted_keys: set[int] = set()
+        """Their keys' first 64 bits."""
         filled = 0
         unwritten: OSError | None = None
         """Why a value could not be written (a full disk): the run stopped, and those in
@@ -1637,6 +1712,8 @@ def _execute(args: argparse.Namespace, prepared: _Prepared, interrupts: _Interru
         nonlocal kept_given, unwritten, written, failed, kept_values, held_back
         if result.failure is not None and result.failure.kind == "not_started":
             unstarted.add(result.index)
+            if result.key:
+                unstarted_keys.add(key_bits(result.key))
         elif result.index < len(seen):
             seen[result.index] = 1  # reached: what the ledger holds is not written
         if result.key:
@@ -1731,7 +1808,10 @@ def _execute(args: argparse.Namespace, prepared: _Prepared, interrupts: _Interru
             # A stopped run reads no further input; what the ledger holds of the rest (an
             # earlier run's values) is written too, so the output is not cut short.
             try:
-                from_ledger = _write_from_ledger(run, prepared.ledger, output, seen, given)
+                with interrupts.writing_back():
+                    from_ledger = _write_from_ledger(
+                        run, prepared.ledger, output, seen, given, unstarted_keys
+                    )
                 filled = sum(result.failure is None for result in from_ledger)
                 _count_earlier(run.summary, from_ledger, run._runner.read, unstarted)
                 for result in from_ledger:
@@ -1755,7 +1835,8 @@ def _execute(args: argparse.Namespace, prepared: _Prepared, interrupts: _Interru
             # Left to another run, which may have finished them since: their values are
             # written as those of an earlier run are, so the output is not short of them.
             try:
-                since = _write_finished_elsewhere(run, prepared.ledger, output, met_elsewhere)
+                with interrupts.writing_back():
+                    since = _write_finished_elsewhere(run, prepared.ledger, output, met_elsewhere)
                 written += since.written
             except KeyboardInterrupt:  # cut short: the output it would replace stays
                 interrupts.count = max(interrupts.count, 1)
@@ -1966,9 +2047,10 @@ container's first process gets no default action for it), SIGHUP a terminal clos
 class _Interrupts:
     """Ctrl-C (or SIGTERM, SIGHUP) during a run: the first stops starting new inputs (those
     in flight finish and are recorded); the second abandons them (the ledger keeps them
-    pending), once the result being written is whole. Before the run is made, the first
-    ends the command, nothing sent. A signal the process was started ignoring (`nohup`)
-    stays ignored."""
+    pending), once the result being written is whole, or cuts short the writing of what
+    the ledger holds of the inputs the run did not reach. Before the run is made, the
+    first ends the command, nothing sent. A signal the process was started ignoring
+    (`nohup`) stays ignored."""
 
     def __init__(self) -> None:
         self.run: Any = None
@@ -1983,6 +2065,10 @@ class _Interrupts:
         waits for it to be whole (`held`), so that none is written or counted in part."""
         self.held = False
         """A second signal came while a result was taken: the loop ends after it."""
+        self.writing = False
+        """The results are all in, and the command writes what the ledger holds of the
+        inputs the run did not reach (seconds for a large input): a second signal cuts that
+        short, once, as it abandons what is in flight during the run."""
 
     def __call__(self, signum: int, frame: FrameType | None) -> None:
         self.count += 1
@@ -1997,7 +2083,19 @@ class _Interrupts:
                 self.held = True
                 return
             raise KeyboardInterrupt
+        if self.count > 1 and self.writing:
+            self.writing = False  # (a further signal does not cut the cutting short)
+            raise KeyboardInterrupt
         _stop_starting(self.run, self.said)
+
+    @contextlib.contextmanager
+    def writing_back(self) -> Iterator[None]:
+        """While the command writes what the ledger holds (`writing`)."""
+        self.writing = True
+        try:
+            yield
+        finally:
+            self.writing = False
 
     @property
     def said(self) -> str:
