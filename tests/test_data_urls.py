@@ -10,6 +10,7 @@ refused before sending by every provider, rather than answered 400 or paid for w
 from __future__ import annotations
 
 import base64
+import codecs
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ import allama
 from allama import ChatRequest
 from allama.errors import InvalidRequestError
 from allama.types import DocumentPart, ImagePart
+from allama.types._data_urls import decode_text
 
 MODELS = {
     "anthropic": "claude-sonnet-4-5",
@@ -148,6 +150,47 @@ def test_openai_reads_a_text_document_in_the_charset_its_media_type_names(
 ) -> None:
     document = DocumentPart(data=data, media_type=media_type)
     assert sent(preset, document) == (as_text(preset, text), [])
+
+
+@pytest.mark.parametrize("preset", DOCUMENTS)
+@pytest.mark.parametrize(
+    ("charset", "data"),
+    [
+        # IANA's UTF-16 and UTF-32 with no byte-order mark are big-endian (RFC 2781 4.3),
+        # on every machine: Python's codecs read them in the host's order.
+        ("utf-16", "hi".encode("utf-16-be")),
+        ("UTF-32", "hi".encode("utf-32-be")),
+        # A mark decides the order, and is no part of the text.
+        ("utf-16", codecs.BOM_UTF16_LE + "hi".encode("utf-16-le")),
+        ("utf-16", codecs.BOM_UTF16_BE + "hi".encode("utf-16-be")),
+        ("utf-32", codecs.BOM_UTF32_LE + "hi".encode("utf-32-le")),
+    ],
+)
+def test_a_utf16_or_utf32_document_without_a_mark_is_read_big_endian(
+    preset: str, charset: str, data: bytes
+) -> None:
+    document = DocumentPart(url=f"data:text/plain;charset={charset};base64,{_b64(data)}")
+    assert sent(preset, document) == (as_text(preset, "hi"), [])
+
+
+@pytest.mark.parametrize("preset", ["anthropic", "ollama", "openai", "openai-responses"])
+@pytest.mark.parametrize("media_type", ["text/plain", "text/plain; charset=utf-8"])
+def test_a_utf8_documents_leading_byte_order_mark_is_no_part_of_its_text(
+    preset: str, media_type: str
+) -> None:
+    # Only the leading one: a U+FEFF inside the text is the text's.
+    data = codecs.BOM_UTF8 + "caf\ufeffé".encode()
+    assert sent(preset, DocumentPart(data=data, media_type=media_type)) == (
+        as_text(preset, "caf\ufeffé"),
+        [],
+    )
+
+
+def test_the_reading_of_a_document_is_the_same_on_every_machine() -> None:
+    assert decode_text("hi".encode("utf-16-be"), "utf-16") == "hi"
+    assert decode_text("hi".encode("utf-32-be"), "u32") == "hi"  # Python's alias of UTF-32
+    assert decode_text(codecs.BOM_UTF8 + b"hi", None) == "hi"
+    assert decode_text(codecs.BOM_UTF8 + b"\xffhi", None, errors="replace") == "\ufffdhi"
 
 
 PDF = b"%PDF-1.7"

@@ -36,7 +36,9 @@ from allama.types import (
     ResponseFormat,
     ResponseStart,
     TextDelta,
+    ToolCall,
     ToolChoice,
+    ToolDefinition,
     UnsupportedPolicy,
     Usage,
     WarningKind,
@@ -339,3 +341,77 @@ def test_a_tool_choice_among_no_tools_is_warned_of_as_every_adapter_does(
     # A choice that asks for no call is no loss: left out without a word.
     quiet = _PROVIDERS[kind]().chat(REQUEST.with_tool_choice(ToolChoice.none()))
     assert quiet.warnings == ()
+
+
+# 6. a conversation the Chat Completions adapters refuse before sending is refused by the mocks
+
+
+GET = ToolDefinition(name="get", parameters={"type": "object", "properties": {}})
+WITH_TOOLS = REQUEST.with_tools([GET])
+
+
+def _call(call_id: str) -> ToolCall:
+    return ToolCall(id=call_id, name="get", arguments="{}")
+
+
+_UNSENDABLE = {
+    "a call unanswered before the next turn": (
+        WITH_TOOLS.assistant([_call("c0"), _call("c1")]).tool_result("c0", "1").user("go on"),
+        "the tool call `c1` of the assistant turn at `messages[1]` got no tool result before "
+        "the next user turn (`messages[3]`), and `mock` needs each call's result right after it",
+    ),
+    "a call ending the conversation": (
+        WITH_TOOLS.assistant([_call("c0")]),
+        "the tool call `c0` of the assistant turn at `messages[1]` got no tool result before "
+        "the end of the conversation, and `mock` needs each call's result right after it",
+    ),
+    "two results for one call": (
+        WITH_TOOLS.assistant([_call("c0")]).tool_result("c0", "1").tool_result("c0", "2"),
+        "the tool result at `messages[3]` (for `c0`) answers a call of the assistant turn at "
+        "`messages[1]` that another result already answered, and `mock` takes one result for "
+        "each call",
+    ),
+    "a result for an earlier turn's call": (
+        WITH_TOOLS.assistant([_call("c0")])
+        .tool_result("c0", "1")
+        .user("y")
+        .assistant([_call("c1")])
+        .tool_result("c1", "2")
+        .tool_result("c0", "3"),
+        "the tool result at `messages[6]` (for `c0`) answers no call of the assistant turn at "
+        "`messages[4]` before it, and `mock` needs each result right after the call it answers",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_UNSENDABLE))
+@pytest.mark.parametrize("kind", sorted(_PROVIDERS))
+def test_a_conversation_chat_completions_refuses_is_refused_in_its_words(
+    kind: str, case: str
+) -> None:
+    request, expected = _UNSENDABLE[case]
+    with pytest.raises(InvalidRequestError) as real:
+        allama.provider("openai", api_key="k").validate_chat_request(request)
+    assert str(real.value) == expected.replace("`mock`", "OpenAI")
+    provider = _PROVIDERS[kind]()
+    for ask in (provider.validate_chat_request, provider.chat, provider.chat_stream):
+        with pytest.raises(InvalidRequestError) as caught:
+            ask(request)
+        assert str(caught.value) == expected
+        assert caught.value.provider == "mock"
+    with pytest.raises(InvalidRequestError):
+        asyncio.run(provider.achat(request))
+    if kind in _SCRIPTED:  # nothing was answered: the script is whole
+        assert repr(provider).endswith("remaining=1)")
+
+
+@pytest.mark.parametrize("kind", sorted(_PROVIDERS))
+def test_a_conversation_whose_calls_are_each_answered_once_is_answered(kind: str) -> None:
+    request = (
+        WITH_TOOLS.assistant([_call("c0"), _call("c0")])
+        .tool_result("c0", "1")
+        .system("s")  # passed over, as Chat Completions endpoints pass it over
+        .tool_result("c0", "2")
+        .user("go on")
+    )
+    assert _PROVIDERS[kind]().chat(request).warnings == ()

@@ -428,3 +428,18 @@ def test_the_finder_of_extra_results_pairs_calls_sharing_an_id_in_order() -> Non
     merged = _on("openai").assistant([_call("c0")]).assistant([_call("c1")])
     answered = merged.tool_result("c1", "1").tool_result("c0", "2").tool_result("c1", "3")
     assert extra_result(answered.messages, merged=True) == Extra(5, "c1", 1, True)
+
+
+@pytest.mark.parametrize(("preset", "display"), [("anthropic", "Anthropic"), ("gemini", "Gemini")])
+def test_merged_turns_are_named_in_the_order_of_their_indexes(preset: str, display: str) -> None:
+    # Consecutive assistant messages are one turn there, named by each message's index:
+    # `messages[9]` before `messages[10]`, by number, not as text.
+    request = _on(preset)
+    for number in range(4):
+        request = request.assistant([_call(f"c{number}")]).tool_result(f"c{number}", "1")
+    request = request.assistant([_call("c4")]).assistant([_call("c5", "b")]).user("y")
+    assert _refused(preset, request) == (
+        "the tool calls `c4`, `c5` of the assistant turn at `messages[9]`, `messages[10]` got no "
+        f"tool result before the next user turn (`messages[11]`), and {display} needs each "
+        "call's result right after it"
+    )

@@ -117,7 +117,7 @@ def missing_words(named: Sequence[tuple[str, int]], due: str, display: str) -> s
 
 def _no_result(named: Sequence[tuple[str, int]]) -> str:
     ids = ", ".join(f"`{call_id}`" for call_id, _ in named)
-    where = ", ".join(sorted({f"`messages[{index}]`" for _, index in named}))
+    where = ", ".join(f"`messages[{index}]`" for index in sorted({index for _, index in named}))
     noun = "the tool call" if len(named) == 1 else "the tool calls"
     return f"{noun} {ids} of the assistant turn at {where} got no tool result"
 

@@ -15,6 +15,7 @@ from pydantic import JsonValue
 
 from allama._degradations import Degradations
 from allama._not_a_request import not_a_request
+from allama.adapters._answered import extra_result, extra_words, unanswered_calls, unanswered_words
 from allama.errors import Error, ErrorContext, InvalidRequestError
 from allama.mock._builder import ChatResponseBuilder
 from allama.mock._enforcement import beyond_dialects, marked, schema_key
@@ -165,12 +166,14 @@ class _Recorder:
         adapter can read (a keyword of the wrong kind, a `$ref` to nothing, or a value no
         JSON holds: a `datetime` a model's `json_schema_extra` keeps), a tool's no JSON
         holds, and a tool choice naming a tool the request does not offer, each refused as
-        a provider's encoding refuses it."""
+        a provider's encoding refuses it. And what the Chat Completions adapters refuse of a
+        conversation, the strictest reading of the major providers' (`_refuse_unanswered`)."""
         if not request.messages:
             raise self._invalid(
                 f"`{self.name}` needs at least one message, as every provider does, and the "
                 "request has none to send"
             )
+        self._refuse_unanswered(request)
         fmt = request.response_format
         if fmt is not None and fmt.json_schema is not None:
             # Every adapter reads a response format's schema (its dialect's rewrite); a
@@ -182,6 +185,21 @@ class _Recorder:
         unoffered = unoffered_tool(request)
         if unoffered is not None:
             raise self._invalid(unoffered)
+
+    def _refuse_unanswered(self, request: ChatRequest) -> None:
+        """Refuse a tool call left without its result in the tool messages right after its
+        turn, and a result beyond its turn's calls (a second one for a call, or one for an
+        earlier turn's), in the words of the OpenAI family's encoder: OpenAI, Azure OpenAI,
+        DeepSeek and Mistral refuse both before sending, Anthropic and Gemini a second
+        result and a call their next user turn leaves unanswered, so that code a mock takes
+        is not refused by the provider it is written for."""
+        display = f"`{self.name}`"
+        found = unanswered_calls(request.messages)
+        if found is not None:
+            raise self._invalid(unanswered_words(found, display))
+        extra = extra_result(request.messages)
+        if extra is not None:
+            raise self._invalid(extra_words(extra, display))
 
     def _refuse_unreadable(self, schema: Any, subject: str, check: Callable[[Any], Any]) -> None:
         try:

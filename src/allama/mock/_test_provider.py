@@ -59,7 +59,9 @@ class TestProvider(_Recorder):
     (`InvalidRequestError`), by the call and its validation: a request with no messages, a
     response format's schema no adapter reads (`minLength: -1`, a `$ref` to nothing), a
     tool whose parameters are no object schema (as Anthropic and Gemini refuse it, unless
-    `TOOL_SCHEMA_ANY_ROOT` is set supported), and a tool choice naming a tool not offered.
+    `TOOL_SCHEMA_ANY_ROOT` is set supported), a tool choice naming a tool not offered, and
+    a conversation the Chat Completions adapters refuse (a tool call whose result does not
+    follow right after its turn, a second result for one call), in their words.
     A capability set unsupported refuses what it would on a provider (a warning on its
     field, so an extraction's record says `not_enforced`), as does a tool choice among no
     tools.
@@ -169,8 +171,8 @@ class TestProvider(_Recorder):
 
     def _refuse_unsendable(self, request: ChatRequest) -> None:
         """Refuse what every provider, or the strictest, refuses before sending: a request
-        with no messages, a schema no provider reads, a tool whose parameters are no object
-        schema."""
+        with no messages, a schema no provider reads, a tool call left without its result,
+        a tool whose parameters are no object schema."""
         self._refuse_unsendable_anywhere(request)
         for tool in request.tools:
             self._parameters(request, tool)

@@ -156,15 +156,39 @@ def text_codec(charset: str | None) -> str:
     return name
 
 
+_MARKS = {
+    "utf-16": (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE),
+    "utf-32": (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE),
+}
+"""The byte-order marks of the charsets whose order a mark decides (IANA's `UTF-16` and
+`UTF-32`): Python's codecs read them without one in the host's own order, which differs
+between machines."""
+
+
+def _marked_codec(codec: str, data: bytes) -> str:
+    """The codec that reads `data` in `codec` alike on every machine: a `UTF-16` or `UTF-32`
+    text with no byte-order mark as big-endian (RFC 2781 section 4.3; the Unicode Standard,
+    section 3.10, for both), where Python reads it in the host's order; a UTF-8 text without
+    its leading mark, which is no text of the document's (U+FEFF at its start otherwise). A
+    mark that is there decides the order, and is left out of the text, as Python leaves it."""
+    if codec == "utf-8":
+        return "utf-8-sig"
+    marks = _MARKS.get(codec)
+    if marks is not None and not data.startswith(marks):
+        return f"{codec}-be"
+    return codec
+
+
 def decode_text(data: bytes, charset: str | None, errors: str = "strict") -> str:
     """A text document's bytes as text in its `charset` (UTF-8 where it names none): one
-    reading for every encoder, and for `tpm`'s estimate (with `errors="replace"`).
+    reading for every encoder, and for `tpm`'s estimate (with `errors="replace"`), alike on
+    every machine (`_marked_codec`: a byte-order mark is no part of the text).
     `LookupError` for a charset allama cannot read (`text_codec`; a codec of no text, as
     `base64`, or one that raises a bare `UnicodeError`, too), `UnicodeDecodeError` for bytes
     that are no text in it."""
     codec = text_codec(charset)
     try:
-        return data.decode(codec, errors)
+        return data.decode(_marked_codec(codec, data), errors)
     except UnicodeDecodeError:
         raise
     except UnicodeError as error:  # (a codec's own refusal, not the bytes')
