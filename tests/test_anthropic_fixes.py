@@ -14,9 +14,10 @@ from typing import Any
 
 import httpx2
 import pytest
+from pydantic import BaseModel
 
 import allama
-from allama import ChatRequest
+from allama import ChatRequest, ExtractionMode, Extractor
 from allama.adapters.anthropic._decode import decode_response
 from allama.adapters.anthropic._sse import decode_stream
 from allama.errors import InvalidRequestError, UnsupportedError
@@ -318,3 +319,53 @@ def test_the_recorded_paused_web_search_goes_back_as_it_came() -> None:
     server = [b for b in body["content"] if b["type"] not in ("text", "thinking")]
     assert [b for b in sent if b["type"] not in ("text", "thinking")] == server
     assert isinstance(paused.content[0], Reasoning) and isinstance(paused.content[1], TextPart)
+
+
+# A native retry on a Claude that was sent no format: the retry turn shows the schema.
+
+
+class _Person(BaseModel):
+    name: str
+    age: int
+
+
+_PERSON_SCHEMA = (
+    '{"properties":{"name":{"title":"Name","type":"string"},"age":{"title":"Age",'
+    '"type":"integer"}},"required":["name","age"],"title":"_Person","type":"object"}'
+)
+_NOT_JSON = "it was not valid JSON: Expecting value: line 1 column 1 (char 0)"
+
+
+@pytest.mark.parametrize(
+    ("model", "closing"),
+    [
+        # Before 4.5: no `output_config.format`, nor the schema in words, went out, so the
+        # retry turn is the first the model sees of it.
+        (
+            "claude-opus-4-1",
+            f"Reply again with only the JSON value, matching this JSON Schema exactly:\n"
+            f"{_PERSON_SCHEMA}",
+        ),
+        # The format went out: the retry points to it, as before.
+        ("claude-sonnet-4-5", "Reply again with only the JSON value, matching the schema exactly."),
+    ],
+)
+def test_a_native_retry_writes_out_a_schema_the_request_could_not_carry(
+    model: str, closing: str
+) -> None:
+    wire = _Wire(
+        _message([{"type": "text", "text": "Ada is 36."}]),
+        _message([{"type": "text", "text": '{"name": "Ada", "age": 36}'}]),
+    )
+    request = ChatRequest(model).user("Ada, 36.").with_option(ExtractionMode.NATIVE)
+    got = Extractor(retries=1).extract(wire.provider, _Person, request)
+    assert got.value == _Person(name="Ada", age=36)
+    assert got.metadata.passes == 2
+    assert ("output_config" in wire.sent[0]) is (model == "claude-sonnet-4-5")
+    assert wire.sent[1]["messages"][1:] == [
+        {"role": "assistant", "content": "Ada is 36."},
+        {
+            "role": "user",
+            "content": f"The previous reply could not be used: {_NOT_JSON}. {closing}",
+        },
+    ]

@@ -442,12 +442,40 @@ def test_several_candidates_keep_the_others_verbatim() -> None:
     assert result.provider_data == {"gemini": {"candidates": [second, third]}}
 
 
+def test_several_candidates_say_only_the_first_is_read() -> None:
+    # `candidateCount` above 1: the others are paid for, so their dropping is not silent
+    # (the OpenAI family's `n` above 1 warns the same way).
+    first = candidate([{"text": "one"}], finishReason="STOP")
+    others = [candidate([{"text": "two"}], index=1), candidate([{"text": "3"}], index=2)]
+    earlier = Warning.unsupported(RequestField.TEMPERATURE, "dropped")
+    result = decode({"candidates": [first, *others]}, provider="vertex", warnings=[earlier])
+    assert result.warnings == (
+        earlier,
+        Warning.unsupported(
+            RequestField.OPTIONS,
+            "the provider answered 3 candidates: only the first is read (the others are "
+            "kept verbatim in `provider_data`, under `candidates`)",
+            code="first_choice_only",
+        ).with_provider("vertex"),
+    )
+    assert result.provider_data == {"gemini": {"candidates": others}}
+    # One candidate: no warning.
+    assert decode({"candidates": [first]}, provider="gemini").warnings == ()
+
+
 def test_without_index_zero_the_first_listed_is_the_response() -> None:
     first = candidate([{"text": "one"}], finishReason="STOP", index=3)
     second = candidate([{"text": "two"}], index=4)
     result = decode({"candidates": [first, second]})
     assert result.text() == "one"
     assert result.provider_data == {"gemini": {"candidates": [second]}}
+    assert [(w.code, w.message) for w in result.warnings] == [
+        (
+            "first_choice_only",
+            "the provider answered 2 candidates: only the first is read (the others are "
+            "kept verbatim in `provider_data`, under `candidates`)",
+        )
+    ]
 
 
 @pytest.mark.parametrize(

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic_core import from_json
 
-from allama._degradations import sent_stops
+from allama._degradations import FORMAT_NOT_SENT, sent_stops
 from allama.extract._errors import (
     EXTRACTION_TOOL,
     MissingStructuredTextError,
@@ -28,6 +29,7 @@ from allama.types import (
     ChatRequest,
     ChatResponse,
     FinishReason,
+    RequestField,
     ToolMessage,
     UserMessage,
 )
@@ -398,9 +400,10 @@ def ask_again(
     """
     problem = _problem(rejection)
     forced = mode is ExtractionMode.FORCED_TOOL
+    final = _final(forced, problem, _unsent_schema(request, response, mode))
     calls = response.tool_calls()
     if not response.content:
-        return request.push(UserMessage(content=(TextPart(text=_final(forced, problem)),)))
+        return request.push(UserMessage(content=(TextPart(text=final),)))
     request = request.push(response.to_assistant_message())
     for call in calls:
         if forced:
@@ -413,14 +416,40 @@ def ask_again(
         request = request.push(ToolMessage(tool_call_id=call.id, content=feedback))
     if forced and calls:
         return request
-    return request.push(UserMessage(content=(TextPart(text=_final(forced, problem)),)))
+    return request.push(UserMessage(content=(TextPart(text=final),)))
 
 
-def _final(forced: bool, problem: str) -> str:
+def _unsent_schema(
+    request: ChatRequest, response: ChatResponse, mode: ExtractionMode
+) -> dict[str, Any] | None:
+    """The schema of a native pass whose provider sent nothing of it (`FORMAT_NOT_SENT`:
+    Claude before 4.5, Gemini without JSON output, Ollama's cloud), which the retry turn
+    must then write out: the model was never shown it. `None` where it was sent."""
+    if mode is not ExtractionMode.NATIVE:
+        return None
+    fmt = request.response_format
+    if fmt is None or fmt.type != "json_schema" or fmt.json_schema is None:
+        return None
+    dropped = any(
+        warning.code == FORMAT_NOT_SENT and warning.is_about(RequestField.RESPONSE_FORMAT)
+        for warning in response.warnings
+    )
+    return fmt.json_schema if dropped else None
+
+
+def _final(forced: bool, problem: str, unsent: dict[str, Any] | None = None) -> str:
+    """The closing turn of a retry; `unsent` is a schema the request could not carry, written
+    out as the schema is where only the instructions can carry it (`json_object_note`)."""
     if forced:
         return (
             f"The previous reply could not be used: {problem}. Call `{EXTRACTION_TOOL}` once "
             "with the extracted data."
+        )
+    if unsent is not None:
+        schema = json.dumps(unsent, ensure_ascii=False, separators=(",", ":"))
+        return (
+            f"The previous reply could not be used: {problem}. Reply again with only the JSON "
+            f"value, matching this JSON Schema exactly:\n{schema}"
         )
     return (
         f"The previous reply could not be used: {problem}. Reply again with only the JSON "

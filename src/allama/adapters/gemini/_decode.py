@@ -16,7 +16,10 @@ prices) is kept under `SERVICE_TIER_KEY`.
 
 Candidates. The candidate with `index` 0 (an absent index is 0) is the response; a body
 without one takes the first listed. Further candidates are kept verbatim, in order, under
-`provider_data["gemini"]["candidates"]` (their metadata stays inside them).
+`provider_data["gemini"]["candidates"]` (their metadata stays inside them), with a warning
+(`unread_candidates`, code `FIRST_CHOICE_ONLY`, as the OpenAI family's on `n` above 1) that
+says how many came: their tokens are in the usage, paid for, and are not to vanish without
+a word.
 
 Candidate metadata. Three fields of the response candidate are kept verbatim, each under its
 own key of `provider_data["gemini"]`:
@@ -103,6 +106,7 @@ from typing import Any, Protocol
 from pydantic import JsonValue
 from pydantic_core import from_json
 
+from allama._degradations import FIRST_CHOICE_ONLY
 from allama.adapters._http import wire_json
 from allama.adapters._not_a_response import not_a_response
 from allama.adapters.gemini._errors import error_from_payload, error_from_response
@@ -114,6 +118,7 @@ from allama.types import (
     ContentBlock,
     FinishReason,
     Reasoning,
+    RequestField,
     StreamBlockType,
     TextPart,
     TokenAlternative,
@@ -157,6 +162,7 @@ __all__ = [
     "read_chunk",
     "says_finish",
     "says_something",
+    "unread_candidates",
     "usage_of",
     "with_billed_usage",
     "modality_tokens_of",
@@ -183,6 +189,19 @@ URL_CONTEXT_METADATA_KEY = "url_context_metadata"
 AUDIO_TOKENS_KEY = "audio_tokens"
 """The usage's audio tokens, by genai-prices' usage names (audio input is billed above
 text)."""
+
+
+def unread_candidates(count: int, provider: str | None) -> Warning:
+    """The warning on an answer of `count` candidates, of which only the first is read: the
+    OpenAI family's words on `n` above 1 (`unread_choices`), in Gemini's terms."""
+    warning = Warning.unsupported(
+        RequestField.OPTIONS,
+        f"the provider answered {count} candidates: only the first is read (the others are "
+        f"kept verbatim in `provider_data`, under `{CANDIDATES_KEY}`)",
+        code=FIRST_CHOICE_ONLY,
+    )
+    return warning if provider is None else warning.with_provider(provider)
+
 
 _INPUT = {
     "AUDIO": (AUDIO_TOKENS_KEY, "input_audio_tokens"),
@@ -955,6 +974,10 @@ def decode_payload(
     provider_data: dict[str, JsonValue] = {}
     if chunk.others:
         provider_data[CANDIDATES_KEY] = chunk.others
+        # `candidateCount` above 1: the others are paid for (their tokens are in the
+        # usage), not read.
+        count = len(chunk.others) + (1 if chunk.has_candidate else 0)
+        warnings = (*warnings, unread_candidates(count, provider))
     if layout.others:
         provider_data[PARTS_KEY] = layout.others
     provider_data.update(metadata_data(chunk.citations, chunk.grounding, chunk.url_context))
