@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 import httpx2
 import pytest
-from pydantic import BaseModel, Field, RootModel
+from pydantic import BaseModel, ConfigDict, Field, RootModel
 
 import allama
 from allama import (
@@ -145,6 +145,36 @@ def test_an_object_root_is_never_wrapped() -> None:
     assert extracted.value == Person(name="Ada", age=36)
     assert extracted.metadata.root_wrapped is False
     assert "value" not in server.bodies[0]["response_format"]["json_schema"]["schema"]["properties"]
+
+
+class ListedPerson(BaseModel):
+    """A model whose schema's root is typed `["object"]` (a `json_schema_extra` written as a
+    list of types), which is the same type as `"object"`."""
+
+    model_config = ConfigDict(json_schema_extra={"type": ["object"]})
+
+    name: str
+    age: int
+
+
+@pytest.mark.parametrize("mode", [ExtractionMode.NATIVE, ExtractionMode.FORCED_TOOL])
+def test_a_root_typed_as_a_list_of_one_object_is_not_wrapped(mode: ExtractionMode) -> None:
+    server = OpenAIServer({"name": "Ada", "age": 36})
+    planned = Extractor().plan(server.provider(), ListedPerson, _request(mode))
+    assert (planned.enforcement, planned.root_wrapped) == (SchemaEnforcement.EXACT, False)
+    extracted = allama.extract(server.provider(), ListedPerson, _request(mode))
+    assert extracted.value == ListedPerson(name="Ada", age=36)
+    assert (extracted.metadata.mode, extracted.metadata.root_wrapped) == (mode, False)
+    assert extracted.metadata.enforcement is SchemaEnforcement.EXACT
+    body = server.bodies[0]
+    if mode is ExtractionMode.NATIVE:
+        carrier = body["response_format"]["json_schema"]
+    else:
+        carrier = body["tools"][0]["function"]
+    schema = carrier.get("schema", carrier.get("parameters"))
+    assert carrier["strict"] is True
+    # Sent as the object it is, in the form OpenAI checks a root for.
+    assert (schema["type"], schema["required"]) == ("object", ["name", "age"])
 
 
 def test_the_wrapped_names_stay_the_callers() -> None:

@@ -31,13 +31,24 @@ from allama import (
     ToolChoice,
     ToolDefinition,
 )
+from allama.adapters._http import HttpRequest, HttpResponse
 from allama.cli import main
+from allama.errors import NetworkError
+from allama.transport import Transport
 from allama.types import CapabilitySupport, ChatCapability, RequestField, WarningKind
 
 INVOICE = f"{Path(__file__).resolve().parent.parent / 'examples' / 'invoice.py'}:Invoice"
 NO_TOOLS = {"supports_tool_calls": False, "supports_parallel_tool_calls": False}
 WITH_TOOLS = {"supports_tool_calls": True, "supports_parallel_tool_calls": True}
 WHERE = "the model's chat template on llama.cpp's server has no tool calls"
+_COMPLETION = {
+    "id": "c",
+    "model": "m",
+    "choices": [
+        {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "Hi."}}
+    ],
+    "usage": {"prompt_tokens": 10, "completion_tokens": 5},
+}
 TOOL = ToolDefinition(
     name="get_time",
     description="time",
@@ -264,3 +275,35 @@ def test_allama_plan_without_a_server_does_not_claim_a_forced_tool_exact(
     )
     # The rest are the schema's own notes, as in native mode, which sends no tools.
     assert forced["notes"][1:] == rows["native"]["notes"]
+
+
+def test_the_token_a_failed_props_read_went_with_is_redacted_from_its_reason() -> None:
+    # What stopped the read (a caller's transport, a gateway before the server) may quote
+    # the token it went with: cut out, whatever tokens other calls were given meanwhile
+    # (more than the provider keeps of those it gave lately).
+    given = iter(range(1, 1000))
+    sent: list[str] = []
+
+    class Gateway(Transport):
+        def send(self, request: HttpRequest) -> HttpResponse:
+            token = request.headers["authorization"].removeprefix("Bearer ")
+            if not request.url.endswith("/props"):
+                return HttpResponse(200, {}, json.dumps(_COMPLETION).encode())
+            sent.append(token)
+            for _ in range(24):  # calls of other threads, each with a token of its own
+                provider.chat(ChatRequest("m").user("Hi"))
+            raise NetworkError(f"the gateway refused token {token}")
+
+    provider = allama.provider(
+        "llama-cpp",
+        base_url="http://127.0.0.1:9/v1",
+        access_token=lambda: f"entra-token-{next(given):04d}",
+        transport=Gateway(),
+    )
+    plan = Extractor().plan(provider, Choice, _forced())
+    assert sent == ["entra-token-0001"]
+    assert [w.message for w in plan.degradations] == [
+        "llama.cpp's server did not say whether the model's chat template has tool calls "
+        "(GET /props failed: the gateway refused token <redacted>); the tools were sent, and "
+        "a template without them drops them without a word"
+    ]

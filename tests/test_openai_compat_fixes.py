@@ -422,6 +422,105 @@ def test_an_unnamed_refusal_of_the_schema_alone_is_put_on_its_field_as_before() 
     assert "besides it" not in str(error)
 
 
+_UNNAMED = "No endpoints found that can handle the requested parameters."
+_OBJECT = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}
+_LOOSE_TOOL = ToolDefinition(name="f", parameters=_OBJECT)
+_ASKED = ChatRequest("meta-llama/llama-3.3-70b-instruct").user("Bob is 3")
+
+
+def _chat_refused(request: ChatRequest) -> UnsupportedError:
+    target, recorder = provider("openrouter", (404, NO_ENDPOINT))
+    with pytest.raises(UnsupportedError) as raised:
+        target.chat(request)
+    assert recorder.bodies[0]["provider"] == {"require_parameters": True}
+    return raised.value
+
+
+@pytest.mark.parametrize(
+    ("request_", "field", "went", "named"),
+    [
+        pytest.param(
+            _ASKED.with_response_format(allama.ResponseFormat.json_object()),
+            RequestField.RESPONSE_FORMAT,
+            "JSON mode",
+            "JSON mode's `response_format`",
+            id="json-mode",
+        ),
+        pytest.param(
+            _ASKED.with_response_format(
+                allama.ResponseFormat.for_schema(_OBJECT, name="p", strict=False)
+            ),
+            RequestField.RESPONSE_FORMAT,
+            "the schema",
+            "the schema's `response_format`",
+            id="schema-not-strict",
+        ),
+        pytest.param(
+            _ASKED.with_tools([_LOOSE_TOOL]).with_tool_choice(allama.ToolChoice.tool("f")),
+            RequestField.TOOLS,
+            "the tools",
+            "`tools`",
+            id="forced-tool-not-strict",
+        ),
+        pytest.param(
+            _ASKED.with_tools([_LOOSE_TOOL]),
+            RequestField.TOOLS,
+            "the tools",
+            "`tools`",
+            id="tools-auto",
+        ),
+    ],
+)
+def test_an_unnamed_refusal_is_put_on_what_require_parameters_went_with(
+    request_: ChatRequest, field: RequestField, went: str, named: str
+) -> None:
+    # `require_parameters` goes with any response format and with tools: the refusal is
+    # of the field that carried what it went with, and says so, whatever the schema's mode.
+    alone = _chat_refused(request_)
+    assert (alone.field, str(alone)) == (field, _UNNAMED)
+    seeded = _chat_refused(request_.with_seed(42))
+    assert (seeded.field, str(seeded)) == (
+        field,
+        f"{_UNNAMED} (under the `require_parameters` sent with {went}, no endpoint takes all "
+        f"of the parameters sent: {named}, and besides it `seed`; any of them may be the one "
+        "none takes)",
+    )
+
+
+def test_an_unnamed_refusal_of_a_schema_and_tools_together_names_both() -> None:
+    # Either may be the one no endpoint takes: put on neither, and said.
+    both = _ASKED.with_tools([_LOOSE_TOOL]).with_response_format(
+        allama.ResponseFormat.for_schema(_OBJECT, name="p", strict=False)
+    )
+    error = _chat_refused(both)
+    went = (
+        f"{_UNNAMED} (under the `require_parameters` sent with the schema and the tools, no "
+        "endpoint takes all of the parameters sent: the schema's `response_format` and `tools`"
+    )
+    assert (error.field, str(error)) == (None, f"{went}; either may be the one none takes)")
+    error = _chat_refused(both.with_temperature(0.2))
+    assert (error.field, str(error)) == (
+        None,
+        f"{went}, and besides them `temperature`; any of them may be the one none takes)",
+    )
+
+
+def test_an_unnamed_refusal_names_tools_sent_under_tool_choice_none_as_other_parameters() -> None:
+    # No answer hangs on them, so the routing did not go with them; they were sent all
+    # the same, and the routing requires them too.
+    error = _chat_refused(
+        _ASKED.with_response_format(allama.ResponseFormat.json_object())
+        .with_tools([_LOOSE_TOOL])
+        .with_tool_choice(allama.ToolChoice.none())
+    )
+    assert (error.field, str(error)) == (
+        RequestField.RESPONSE_FORMAT,
+        f"{_UNNAMED} (under the `require_parameters` sent with JSON mode, no endpoint takes "
+        "all of the parameters sent: JSON mode's `response_format`, and besides it `tools`, "
+        "`tool_choice`; any of them may be the one none takes)",
+    )
+
+
 def test_tool_calls_in_the_probe_shape_keep_their_ids() -> None:
     # (a guard: the reasoning sent back does not disturb the tool calls beside it)
     response = decode_body(

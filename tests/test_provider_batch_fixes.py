@@ -1290,3 +1290,74 @@ def test_a_cancel_of_a_ledgers_job_id_not_of_the_providers_form_names_its_tag(
         "the key"
     ]
     assert not job.cancel_requested and _cancels_recorded(ledger) == [False]
+
+
+# A job's answers quote the token of the request they answer: cut out, however many tokens
+# `access_token=`'s function gave since (more than a provider keeps of those it gave lately).
+
+_TOKENS_BETWEEN = 24
+"""Tokens asked while a job call is answered (other jobs' calls): more than are kept."""
+
+
+class _EchoingJobAPI(Transport):
+    """OpenAI's Batch API answering a job's read with the token the read went with, after
+    other calls asked `access_token=`'s function for `_TOKENS_BETWEEN` tokens meanwhile;
+    `failed`: a job refused whole, its words quoting the token, where not a 401."""
+
+    def __init__(self, failed: bool) -> None:
+        super().__init__()
+        self.failed = failed
+        self.jobs: Any = None
+        self.sent: list[str] = []
+
+    def send(self, request: HttpRequest) -> HttpResponse:
+        token = request.headers["authorization"].removeprefix("Bearer ")
+        self.sent.append(token)
+        for _ in range(_TOKENS_BETWEEN):
+            self.jobs.target("gpt-4o-mini")  # another job's call takes a token of its own
+        if not self.failed:
+            error = {
+                "message": f"Incorrect API key provided: {token}.",
+                "type": "invalid_request_error",
+                "code": "invalid_api_key",
+            }
+            return HttpResponse(401, {}, json.dumps({"error": error}).encode())
+        job = {
+            "id": "batch_1",
+            "object": "batch",
+            "status": "failed",
+            "errors": {
+                "object": "list",
+                "data": [{"code": "invalid_token", "message": f"Token {token} lacks batch scope"}],
+            },
+        }
+        return HttpResponse(200, {}, json.dumps(job).encode())
+
+    async def asend(self, request: HttpRequest) -> HttpResponse:
+        return self.send(request)
+
+
+@pytest.mark.parametrize("sync", [False, True], ids=["async", "sync"])
+@pytest.mark.parametrize("failed", [False, True], ids=["error-status", "job-refused-whole"])
+def test_a_job_calls_token_is_redacted_whatever_tokens_were_given_since(
+    sync: bool, failed: bool
+) -> None:
+    from allama.providers._jobs import provider_jobs
+
+    given = iter(range(1, 1000))
+    transport = _EchoingJobAPI(failed)
+    provider = allama.provider(
+        "openai", access_token=lambda: f"entra-token-{next(given):04d}", transport=transport
+    )
+    transport.jobs = jobs = provider_jobs(provider)
+    steps = jobs.dialect.state(jobs.target("gpt-4o-mini"), "batch_1")
+    if failed:
+        state = asyncio.run(jobs.run(steps, "gpt-4o-mini", sync=sync))
+        assert (state.outcome, state.error) == ("failed", "invalid_token")
+        assert state.error_words == "Token <redacted> lacks batch scope"
+    else:
+        with pytest.raises(allama.errors.AuthenticationError) as raised:
+            asyncio.run(jobs.run(steps, "gpt-4o-mini", sync=sync))
+        assert str(raised.value) == "Incorrect API key provided: <redacted>."
+        assert "entra-token" not in raised.value.to_json()
+    assert transport.sent == ["entra-token-0001"]

@@ -58,7 +58,11 @@ def object_rooted(schema: dict[str, Any]) -> bool:
 
 
 def _is_object_rooted(schema: Mapping[str, Any]) -> bool:
-    return schema.get("type") == "object" and not any(key in schema for key in (*_UNIONS, "$ref"))
+    # `["object"]` is the same type, as a list of one: the dialects send it as `"object"`
+    # (`object_root`), the tool encoders too (`object_parameters`), so it needs no wrapping.
+    return schema.get("type") in ("object", ["object"]) and not any(
+        key in schema for key in (*_UNIONS, "$ref")
+    )
 
 
 def wrapper_type(tp: Any) -> Any:

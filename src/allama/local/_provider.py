@@ -414,13 +414,14 @@ class LlamaCppProvider(HttpProvider):
         """Read the server's `/props` (what the model's chat template can do) through the
         provider's own transport, headers and query; what stopped the read is kept."""
         root = (self._base_url or "").rstrip("/").removesuffix("/v1")
+        http: HttpRequest | None = None  # (its token is cut out of the error, `_scrub`)
         try:
             http = HttpRequest(
                 "GET", f"{root}/props", self._headers(stream=False), {}, self._query, raw=b""
             )
             response = self._transport.send(http)
         except Error as error:
-            self._unread, self._read_again = self._scrub(error).message, True
+            self._unread, self._read_again = self._scrub(error, http).message, True
             return
         except Exception as error:  # whatever stopped it, the answer is not known
             self._unread, self._read_again = str(error) or type(error).__name__, True

@@ -1733,33 +1733,55 @@ def _in_its_terms(error: Error, request: ChatRequest) -> Error:
 
 
 def _refused_field(error: Error, request: ChatRequest) -> Error:
-    """A provider's refusal that names no field, put on the field that carries the
-    request's schema, so that an extraction whose native output was a guess falls back to a
-    forced tool: "the requested parameters" (OpenRouter's 404 when, under
-    `require_parameters`, no endpoint serves them all), whose message then names the other
-    optional parameters sent, since any of them may be the one refused; or a limit on all
-    its schemas together (`SCHEMAS_TOGETHER_KEY`), whose words may speak of tools the
-    request did not send."""
+    """A provider's refusal that names no field, put on the field that carries what the
+    request's answer hangs on, so that an extraction whose native output was a guess falls
+    back to a forced tool: "the requested parameters" (OpenRouter's 404 when, under the
+    `require_parameters` sent with a response format, a schema or JSON mode, and with tools
+    but under `tool_choice: none`, no endpoint serves them all), put on the one of those
+    the request carried (on none where it carried both: either may be the one), whose
+    message then says what it went with and names the other optional parameters sent,
+    since any of them may be the one refused; or a limit on all its schemas together
+    (`SCHEMAS_TOGETHER_KEY`), whose words may speak of tools the request did not send."""
     if not isinstance(error, UnsupportedError) or error.field is not None:
         return error
     together = error.context.metadata.get(SCHEMAS_TOGETHER_KEY)
     if together in ("strict", "all"):
         error.field = _carrying_schemas(request, strict_only=together == "strict")
     elif error.context.metadata.get(UNNAMED_PARAMETERS_KEY) is True:
+        # What the routing went with, as the encoders read the body (`_routed_parameters`):
+        # (its field, what it is, the field as the message names it).
+        routed: list[tuple[RequestField, str, str]] = []
         fmt = request.response_format
-        if fmt is not None and fmt.type == "json_schema" and not request.tools:
-            error.field = RequestField.RESPONSE_FORMAT
-        elif fmt is None and any(tool.strict for tool in request.tools):
-            error.field = RequestField.TOOLS
-        others = _optional_parameters(request, forced=error.field is RequestField.TOOLS)
-        if error.field is not None and others:
-            # The routing requires every parameter sent, not the schema alone: any of them
-            # may be the one no endpoint takes.
+        if fmt is not None and fmt.type in ("json_schema", "json"):
+            what = "the schema" if fmt.type == "json_schema" else "JSON mode"
+            named = f"{what}'s `{RequestField.RESPONSE_FORMAT}`"
+            routed.append((RequestField.RESPONSE_FORMAT, what, named))
+        choice = request.tool_choice
+        with_tools = bool(request.tools) and (choice is None or choice.mode != "none")
+        if with_tools:
+            routed.append((RequestField.TOOLS, "the tools", f"`{RequestField.TOOLS}`"))
+        if len(routed) == 1:
+            error.field = routed[0][0]
+        others = _optional_parameters(request, forced=with_tools)
+        if request.tools and not with_tools:
+            # Sent under `tool_choice: none`: no answer hangs on them, yet the routing
+            # requires them of an endpoint as well.
+            others.insert(0, str(RequestField.TOOLS))
+        if routed and (others or len(routed) > 1):
+            # The routing requires every parameter sent, not what it went with alone: any
+            # of them may be the one no endpoint takes.
+            went = " and ".join(what for _, what, _ in routed)
+            carriers = " and ".join(named for _, _, named in routed)
             besides = ", ".join(f"`{name}`" for name in others)
+            rest = (
+                f", and besides {'it' if len(routed) == 1 else 'them'} {besides}; any of them"
+                if others
+                else "; either"
+            )
             error.message = (
-                f"{error.message} (under the `require_parameters` sent with the schema, no "
-                f"endpoint takes all of the parameters sent: the schema's `{error.field}`, "
-                f"and besides it {besides}; any of them may be the one none takes)"
+                f"{error.message} (under the `require_parameters` sent with {went}, no "
+                f"endpoint takes all of the parameters sent: {carriers}{rest} may be the one "
+                "none takes)"
             )
             error.args = (error.message,)
     return error

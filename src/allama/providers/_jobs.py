@@ -104,7 +104,9 @@ class ProviderJobs:
 
     # Driving the dialect's steps
 
-    def _error(self, response: HttpResponse, model: str) -> Error:
+    def _error(self, response: HttpResponse, model: str, sent: HttpRequest) -> Error:
+        """The provider's error for `response`, with the credentials of `sent` (the request
+        it answers, whose token other calls may have long replaced) cut out."""
         error = self.provider.adapter.error(
             response.status,
             response.headers,
@@ -112,7 +114,7 @@ class ProviderJobs:
             provider=self.provider.name,
             model=model,
         )
-        return self.provider._scrub(error)
+        return self.provider._scrub(error, sent)
 
     async def run(self, steps: Steps, model: str, *, sync: bool = False) -> Any:
         """Drive `steps` over the provider's transport (its sync side in a worker thread
@@ -121,31 +123,34 @@ class ProviderJobs:
         send: Callable[[HttpRequest], Any] = (
             (lambda http: _in_daemon(transport.send, http)) if sync else transport.asend
         )
+        http: HttpRequest | None = None  # (the last sent: its token is cut out of what ends)
         try:
             http = next(steps)
             while True:
                 try:
                     response: HttpResponse = await send(http)
                 except Error as error:
-                    self.provider._scrub(error.with_provider(self.provider.name).with_model(model))
+                    named = error.with_provider(self.provider.name).with_model(model)
+                    self.provider._scrub(named, http)
                     raise
                 if response.status >= 400 and not (
                     response.status == 404 and isinstance(http, MayBeGone)
                 ):
-                    raise self._error(response, model)
+                    raise self._error(response, model, http)
                 try:
                     http = steps.send(response)
                 except (KeyError, TypeError, IndexError, ValueError, AttributeError) as why:
                     raise self._unreadable(http, response, why) from None
         except StopIteration as done:
-            return self._scrubbed(done.value)
+            return self._scrubbed(done.value, http)
 
-    def _scrubbed(self, found: Any) -> Any:
+    def _scrubbed(self, found: Any, sent: HttpRequest | None) -> Any:
         """A job's state or rows with the credentials the provider echoed in its words (a
-        job refused whole, a row's reason) removed, as from a live call's error."""
+        job refused whole, a row's reason) removed, as from a live call's error; `sent`:
+        the request they answered, whose token is looked for whatever was sent since."""
         from allama.providers._http import redacted
 
-        secrets = self.provider._secrets()  # (once for a job's rows)
+        secrets = self.provider._secrets(sent)  # (once for a job's rows)
 
         def scrub(text: str | None) -> str | None:
             return redacted(text, secrets)
