@@ -357,3 +357,57 @@ def test_xai_adds_its_reasoning_whatever_its_total_says() -> None:
     target, _ = provider("xai", (200, answer))
     whole: ChatResponse = target.chat(ChatRequest("grok-4").user("x"))
     assert whole.usage == Usage(input_tokens=12, output_tokens=247, reasoning_tokens=97)
+
+
+# 5. A lone surrogate escape (`"\ud83d"`, half of a character) in a 200 body: pydantic-core
+# refuses it as JSON, which made a paid answer "not a chat completion" (retryable, paid for
+# again). It is read, each half as U+FFFD, and the response says so.
+
+LONE = (
+    "the provider sent text that holds half of a character (a lone surrogate, escaped as "
+    "`\\ud83d`), which UTF-8 cannot carry: each such half was read as U+FFFD"
+)
+
+
+def test_a_lone_surrogate_escape_in_a_body_is_read_as_u_fffd_with_a_warning() -> None:
+    message = {
+        "content": "hi \ud83d there \ude00",
+        "tool_calls": [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "f", "arguments": '{"a": "x\ud83d"}'},
+            }
+        ],
+    }
+    sent = json.dumps(body(message, "tool_calls")).encode()  # escapes each half: `\ud83d`
+    assert b'"hi \\ud83d there \\ude00"' in sent
+    target, _ = provider("openai", (200, sent))
+    whole: ChatResponse = target.chat(ChatRequest("gpt-4o").user("x"))
+    assert whole.content == (
+        TextPart(text="hi \ufffd there \ufffd"),
+        ToolCall(id="call_1", name="f", arguments='{"a": "x\ufffd"}'),
+    )
+    assert whole.finish_reason == FinishReason.TOOL_CALLS
+    assert whole.usage == Usage(input_tokens=10, output_tokens=5)
+    assert [(w.kind, w.message, w.provider) for w in whole.warnings] == [
+        ("approximated", LONE, "openai")
+    ]
+    assert ChatResponse.from_json(whole.to_json()) == whole  # storable, as a ledger keeps it
+
+
+def test_a_surrogate_pair_escaped_whole_is_one_character_and_no_warning() -> None:
+    answer = decode_body(json.dumps(body({"content": "hi \U0001f600"}, "stop")))
+    assert (answer.text(), answer.warnings) == ("hi \U0001f600", ())
+
+
+def test_a_body_with_a_lone_surrogate_that_is_no_completion_is_still_that_error() -> None:
+    # The error keeps the body as the provider sent it, not as it was read again.
+    sent = json.dumps({"detail": "bad \ud83d"})
+    with pytest.raises(ServerError) as caught:
+        decode_body(sent, provider="openai", model="m")
+    error = caught.value
+    assert error.message == (
+        "the provider answered with a body that is not a chat completion: it has no `choices`"
+    )
+    assert error.retryable and error.context.body == sent

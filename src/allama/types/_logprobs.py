@@ -7,9 +7,10 @@ gave, without any made up. The reprs withhold the tokens: they are the model's t
 
 from __future__ import annotations
 
+import math
 import re
 
-from pydantic import Field
+from pydantic import Field, field_serializer, field_validator
 
 from allama.types._base import Data
 
@@ -32,6 +33,25 @@ class TokenAlternative(Data):
     token: str
     logprob: float
     token_bytes: tuple[int, ...] | None = None
+
+    @field_validator("logprob")
+    @classmethod
+    def _real(cls, logprob: float) -> float:
+        """Refuse NaN and +infinity, no log-probability; -infinity is one (a probability
+        of 0, as OpenAI-family servers may send it), and one a little above 0 is rounding."""
+        if math.isnan(logprob) or logprob == math.inf:
+            kind = "NaN" if math.isnan(logprob) else "+infinity"
+            raise ValueError(
+                f"a log-probability is a finite number, or -infinity (a probability of 0), "
+                f"not {kind}"
+            )
+        return logprob
+
+    @field_serializer("logprob", when_used="json")
+    def _written(self, logprob: float) -> float | str:
+        """-infinity as `"-Infinity"`: JSON has no number for it (pydantic would write
+        `null`, which no log-probability reads back as), and the string reads back."""
+        return "-Infinity" if logprob == -math.inf else logprob
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(logprob={self.logprob!r})"

@@ -51,6 +51,8 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from allama._degradations import FIRST_CHOICE_ONLY
+from allama._printable import storable
+from allama.adapters._http import wire_json
 from allama.adapters._logprobs import merged_characters, openai_logprobs
 from allama.adapters._not_a_response import not_a_response
 from allama.adapters.openai_compat._errors import (
@@ -96,6 +98,7 @@ __all__ = [
     "AUDIO_TOKENS_KEY",
     "CONTENT_FILTER_RESULTS_KEY",
     "INTERRUPTED",
+    "LONE_SURROGATES",
     "MERGED_LOGPROBS",
     "OTHER_CHOICES_KEY",
     "PROMPT_FILTER_RESULTS_KEY",
@@ -513,6 +516,80 @@ def refit(shape: type[_Fitted], data: bytes | str, invalid: ValidationError) -> 
         return None
 
 
+LONE_SURROGATES = (
+    "the provider sent text that holds half of a character (a lone surrogate, escaped as "
+    "`\\ud83d`), which UTF-8 cannot carry: each such half was read as U+FFFD"
+)
+"""The warning on a response whose body escaped half of a character (`_lone_surrogates`)."""
+
+
+def _lone_surrogates(provider: str | None) -> Warning:
+    """The warning on an answer read with its lone surrogates as U+FFFD."""
+    warning = Warning.approximated(RequestField.OPTIONS, LONE_SURROGATES)
+    return warning if provider is None else warning.with_provider(provider)
+
+
+def _lone_surrogates_replaced(body: bytes | str, invalid: ValidationError) -> str | None:
+    """`body` written again with each lone surrogate in it (a key's or a string's, which
+    pydantic-core refuses as JSON) as U+FFFD, as the ledger and a next turn can carry it;
+    `None` when pydantic-core did not refuse it as JSON, or it holds none."""
+    if not any(problem["type"] == "json_invalid" for problem in invalid.errors()):
+        return None
+    try:
+        payload = wire_json(body)
+        if not _holds_lone_surrogate(payload):
+            return None
+        return json.dumps(_storable_json(payload))
+    except (ValueError, RecursionError):
+        return None
+
+
+def _holds_lone_surrogate(value: Any) -> bool:
+    """Whether a string in JSON data (a key too) holds a lone surrogate."""
+    if isinstance(value, str):
+        return storable(value) != value
+    if isinstance(value, list):
+        return any(_holds_lone_surrogate(item) for item in value)
+    if isinstance(value, dict):
+        return any(
+            _holds_lone_surrogate(key) or _holds_lone_surrogate(item) for key, item in value.items()
+        )
+    return False
+
+
+def _storable_json(value: Any) -> Any:
+    """JSON data with each lone surrogate in its strings (keys too) as U+FFFD (`storable`)."""
+    if isinstance(value, str):
+        return storable(value)
+    if isinstance(value, list):
+        return [_storable_json(item) for item in value]
+    if isinstance(value, dict):
+        return {storable(key): _storable_json(item) for key, item in value.items()}
+    return value
+
+
+def _refitted(
+    data: bytes | str,
+    invalid: ValidationError,
+    body: bytes | str,
+    provider: str | None,
+    model: str | None,
+    reasoning_outside_completion: bool,
+) -> WireResponse:
+    """`data` (the body, or the body read again: `_lone_surrogates_replaced`) read as a
+    completion whose usage alone did not fit (`refit`); else the error `body`, as the
+    provider sent it, is."""
+    refitted = refit(WireResponse, data, invalid)
+    if refitted is None:
+        raise _invalid_body(
+            body,
+            provider=provider,
+            model=model,
+            reasoning_outside_completion=reasoning_outside_completion,
+        ) from None
+    return refitted
+
+
 def _with_usage(error: Error, wire: WireResponse, reasoning_outside_completion: bool) -> Error:
     """`error` with the usage its body reported (tokens paid for), for an extraction's record."""
     tier = (wire.model_extra or {}).get("service_tier")
@@ -549,15 +626,19 @@ def decode_body(
     try:
         wire = WireResponse.model_validate_json(body)
     except ValidationError as invalid:
-        refitted = refit(WireResponse, body, invalid)
-        if refitted is None:
-            raise _invalid_body(
-                body,
-                provider=provider,
-                model=model,
-                reasoning_outside_completion=reasoning_outside_completion,
-            ) from None
-        wire = refitted
+        readable = _lone_surrogates_replaced(body, invalid)
+        if readable is None:
+            wire = _refitted(body, invalid, body, provider, model, reasoning_outside_completion)
+        else:
+            # pydantic-core refuses JSON that escapes half of a character (`"\ud83d"`):
+            # the paid answer is read with U+FFFD in its place, and the response says so.
+            warnings = (*warnings, _lone_surrogates(provider))
+            try:
+                wire = WireResponse.model_validate_json(readable)
+            except ValidationError as again:
+                wire = _refitted(
+                    readable, again, body, provider, model, reasoning_outside_completion
+                )
     extra = wire.model_extra
     if extra and (extra.get("error") or (not wire.choices and extra.get("success") is False)):
         # An error beside the choices too (OpenRouter's upstream failing after the answer
