@@ -681,7 +681,7 @@ def test_a_tool_or_a_tool_choice_of_no_name_is_refused_when_built() -> None:
     assert invalid.value.errors()[0]["msg"] == (
         "Value error, a tool choice names its tool: the name is empty"
     )
-    with pytest.raises(ValidationError):
+    with pytest.raises(ValueError, match=r"^tools\[0\]\.function\.name: a tool needs a name"):
         ChatRequest.from_openai(
             "m",
             [{"role": "user", "content": "hi"}],

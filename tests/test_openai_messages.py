@@ -17,6 +17,7 @@ from allama import (
     DocumentPart,
     ImagePart,
     Message,
+    Reasoning,
     ReasoningEffort,
     Refusal,
     ResponseFormat,
@@ -203,6 +204,52 @@ def test_settings_are_the_requests_own_and_openai_names_get_a_hint() -> None:
         ChatRequest.from_openai(None, [])  # type: ignore[arg-type]
 
 
+def test_openais_stop_and_log_probabilities_are_read_as_allamas() -> None:
+    """OpenAI takes `stop` as a string or null, and log-probabilities as a flag with a
+    count (`logprobs: true, top_logprobs: n`): they were refused as no tuple, no whole
+    number and an unknown setting."""
+
+    def read(**settings: Any) -> ChatRequest:
+        return ChatRequest.from_openai("m", HI, **settings)
+
+    assert read(stop="END").stop == ("END",)
+    assert read(stop=None).stop == ()
+    assert read(stop=["END", "STOP"]).stop == ("END", "STOP")
+    assert read(logprobs=True, top_logprobs=3).logprobs == 3
+    assert read(logprobs=True).logprobs == 0  # the tokens alone
+    assert read(logprobs=True, top_logprobs=None).logprobs == 0
+    assert read(logprobs=False).logprobs is None
+    assert read(logprobs=2).logprobs == 2  # allama's own count
+    for settings, error, message in (
+        ({"top_logprobs": 3}, ValueError, "from_openai(): `top_logprobs` needs `logprobs=True`"),
+        (
+            {"logprobs": False, "top_logprobs": 3},
+            ValueError,
+            "from_openai(): `top_logprobs` needs `logprobs=True`",
+        ),
+        (
+            {"logprobs": 2, "top_logprobs": 3},
+            ValueError,
+            "from_openai(): `top_logprobs` needs `logprobs=True`; allama's `logprobs` is the "
+            "count itself: give `logprobs=True, top_logprobs=n`, as OpenAI does, or "
+            "`logprobs=n` alone",
+        ),
+        (
+            {"logprobs": True, "top_logprobs": "3"},
+            TypeError,
+            "from_openai(): `top_logprobs` must be a whole number or None, not str",
+        ),
+        (
+            {"logprobs": True, "top_logprobs": 21},
+            ValueError,
+            "from_openai(): invalid `top_logprobs`: Input should be less than or equal to 20",
+        ),
+    ):
+        with pytest.raises(error) as caught:
+            read(**settings)
+        assert str(caught.value) == message
+
+
 # Settings in OpenAI's form
 
 PERSON = {
@@ -330,6 +377,22 @@ def test_openais_tools_and_tool_choice_are_read_as_allamas() -> None:
             {"tools": [{"type": "function", "function": {"name": "f", "parameters": [1]}}]},
             TypeError,
             "tools[0].function.parameters: expected a JSON Schema (a dict), got list",
+        ),
+        (
+            {"tools": [{"type": "function", "function": {"name": ""}}]},
+            ValueError,
+            "tools[0].function.name: a tool needs a name: every provider refuses an empty one",
+        ),
+        (
+            {
+                "tools": [
+                    {"type": "function", "function": {"name": "f"}},
+                    {"function": {"name": "g", "parameters": {"maximum": float("inf")}}},
+                ]
+            },
+            ValueError,
+            "tools[1].function.parameters: `parameters` holds infinity at `/maximum`, which JSON "
+            "has no form for (a provider answers 400): give a finite number there, or leave it out",
         ),
         (
             {"tool_choice": "any"},
@@ -495,6 +558,35 @@ MALFORMED: list[tuple[Any, type[Exception], str]] = [
         ValueError,
         "messages[0].content[0].image_url.url: the data URL is marked base64 but its data is "
         "not valid base64",
+    ),
+    # A part the part itself refuses names its place too.
+    (
+        image({"url": "/tmp/" + SECRET + ".png"}),
+        ValueError,
+        "messages[0].content[0].image_url.url: an image's `url` is a local path, which no "
+        "provider can fetch",
+    ),
+    (
+        image("file:///tmp/a.png"),
+        ValueError,
+        "messages[0].content[0].image_url: an image's `url` is a `file:` URL, which no "
+        "provider can fetch",
+    ),
+    (
+        [*user("a"), *image({"url": ""})],
+        ValueError,
+        "messages[1].content[0].image_url.url: an image's `url` is empty, which no provider "
+        "can fetch",
+    ),
+    (
+        user(
+            [
+                {"type": "text", "text": SECRET},
+                {"type": "file", "file": {"file_data": "data:application/pdf;base64,"}},
+            ]
+        ),
+        ValueError,
+        "messages[0].content[1].file.file_data: the data URL holds no data",
     ),
     (
         assistant(content=7),
@@ -756,3 +848,40 @@ def test_a_document_read_back_in_its_charset_goes_to_chat_completions_as_its_tex
     assert request.to_openai_messages() == [
         {"role": "user", "content": [{"type": "text", "text": "café"}]}
     ]
+
+
+def test_to_openai_messages_says_all_it_leaves_out() -> None:
+    """What the form has no place for: its docstring named reasoning and `is_error` alone."""
+    request = (
+        ChatRequest("m")
+        .user(
+            "see",
+            DocumentPart(data=b"notes", media_type="text/plain", title="notes.txt"),
+            DocumentPart(data=b"%PDF-1.4", media_type="application/pdf"),
+        )
+        .push(AssistantMessage(content=(), provider_data={"anthropic": {"paused": True}}))
+        .assistant([Reasoning(text="hm")])
+    )
+    back = ChatRequest.from_openai("m", request.to_openai_messages()).messages
+    assert back == (
+        UserMessage(
+            content=(
+                TextPart(text="see"),
+                TextPart(text="notes"),  # a plain-text document: a text part, its title lost
+                DocumentPart(data=b"%PDF-1.4", media_type="application/pdf", title="document.pdf"),
+            )
+        ),
+        AssistantMessage(content=(TextPart(text=""),)),  # provider data left out
+        AssistantMessage(content=(TextPart(text=""),)),  # reasoning alone: empty text
+    )
+    said = " ".join((ChatRequest.to_openai_messages.__doc__ or "").split())
+    for loss in (
+        "reasoning blocks",
+        "`is_error`",
+        "`provider_data` is left out",
+        'reads back as one `TextPart("")`',
+        "a plain-text document is written as a text part",
+        "its title lost",
+        "a PDF with no title is named `document.pdf`",
+    ):
+        assert loss in said, loss

@@ -874,3 +874,98 @@ def test_every_message_is_hashable_an_assistant_turn_with_provider_data_too() ->
     paused = AssistantMessage(content=(TextPart(text="x"),), provider_data={"anthropic": {}})
     assert hash(plain) == hash(AssistantMessage(content=(TextPart(text="x"),)))
     assert len({plain, paused, plain}) == 2  # equal ones hash alike; unequal ones stay apart
+
+
+# Flags, copies and long reprs
+
+
+def test_flags_are_bools_not_text_or_numbers() -> None:
+    """Pydantic read `"no"` as False and `0.0` or `"false"` as flags; the numeric settings
+    refuse text, and so do the flags now, their JSON form (true/false) read back as ever."""
+    request = ChatRequest("m")
+    for value, kind in (("no", "str"), (0.0, "float"), (1, "int")):
+        with pytest.raises(ValueError) as caught:
+            request.with_parallel_tool_calls(value)  # type: ignore[arg-type]
+        hint = "; write True or False, not its text" if kind == "str" else ""
+        assert str(caught.value) == (
+            f"ChatRequest: `parallel_tool_calls` must be a bool or None, not {kind}{hint}"
+        )
+    with pytest.raises(ValueError, match=r"^ChatRequest: `parallel_tool_calls` must be a bool"):
+        ChatRequest("m", parallel_tool_calls="false")  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="`parallel_tool_calls` must be a bool or None"):
+        ChatRequest.model_validate({"model": "m", "parallel_tool_calls": 0})
+    with pytest.raises(ValidationError, match="`parallel_tool_calls` must be a bool or None"):
+        ChatRequest.from_json('{"model": "m", "parallel_tool_calls": "false"}')
+    for build in (
+        lambda: ToolDefinition(name="f", strict="false"),  # type: ignore[arg-type]
+        lambda: ResponseFormat.for_schema({"type": "object"}, strict=1),  # type: ignore[arg-type]
+        lambda: ToolMessage(tool_call_id="c", content="x", is_error="true"),  # type: ignore[arg-type]
+        lambda: ToolMessage.from_json('{"tool_call_id": "c", "content": "x", "is_error": "true"}'),
+    ):
+        with pytest.raises(ValidationError) as refused:
+            build()
+        assert refused.value.errors()[0]["type"] == "bool_type"
+    # True and False, and their JSON, are read as before.
+    flagged = (
+        request.with_parallel_tool_calls(False)
+        .add_tool(ToolDefinition(name="f", strict=True))
+        .with_response_format(ResponseFormat.for_schema({"type": "object"}, strict=False))
+        .tool_result("c", "x", is_error=True)
+    )
+    assert ChatRequest.from_json(flagged.to_json()) == flagged
+    assert '"parallel_tool_calls":false' in flagged.to_json()
+    assert request.with_parallel_tool_calls(None).parallel_tool_calls is None
+
+
+def test_model_copy_checks_the_new_values_as_the_constructor_does() -> None:
+    """Pydantic's `model_copy(update=...)` took them unchecked: a `stop` of "END" went as
+    ["E", "N", "D"], a temperature of "hot" failed only when sent."""
+    request = ChatRequest("m").user("hi")
+    for update, problem in (
+        ({"stop": "END"}, "Input should be a valid tuple"),
+        ({"temperature": "hot"}, "`temperature` must be a number or None, not str"),
+        ({"temperature": float("nan")}, "Input should be a finite number"),
+        ({"max_output_tokens": 0}, "Input should be greater than or equal to 1"),
+        ({"messages": ({"role": "user", "content": "hi"},)}, "use ChatRequest.from_openai"),
+        ({"temprature": 0.2}, "Extra inputs are not permitted"),
+    ):
+        with pytest.raises(ValidationError, match=problem):
+            request.model_copy(update=update)
+    copied = request.model_copy(update={"temperature": 1, "stop": ["END"]})
+    assert copied == request.with_temperature(1.0).with_stop("END")
+    assert type(copied.temperature) is float
+    assert copied.model_fields_set == {"model", "messages", "temperature", "stop"}
+    with pytest.raises(TypeError, match="read-only"):
+        request.model_copy(update={"options": {"a": 1}}).options["b"] = 2  # type: ignore[index]
+    # The other types too; a copy with no update, or a deep one, is the same value.
+    with pytest.raises(ValidationError, match="a tool needs a name"):
+        ToolDefinition(name="f").model_copy(update={"name": ""})
+    with pytest.raises(ValidationError, match="a local path"):
+        ImagePart(url="https://x/a.png").model_copy(update={"url": "/tmp/a.png"})
+    assert request.model_copy() == request.model_copy(deep=True) == request
+    answered = ChatResponse((TextPart(text="a"),), model="m").model_copy(update={"provider": "p"})
+    assert (answered.provider, answered.model) == ("p", "m")
+
+
+def test_reprs_of_long_conversations_count_beyond_a_few() -> None:
+    """A repr listed one word per message or block: 40,000 messages were 340 KB of repr."""
+    turns = [UserMessage(content=(TextPart(text=SECRET),)), AssistantMessage(content=())]
+    request = ChatRequest("m", messages=turns * 20_000)
+    assert repr(request) == (
+        "ChatRequest(model='m', messages=[user, assistant, user, assistant, user, assistant, "
+        "user, assistant, and 39992 more])"
+    )
+    calls = tuple(ToolCall(id=str(index), name="f") for index in range(5_000))
+    assert repr(AssistantMessage(content=calls)) == (
+        "AssistantMessage(blocks=[tool_call, tool_call, tool_call, tool_call, tool_call, "
+        "tool_call, tool_call, tool_call, and 4992 more])"
+    )
+    few = ChatRequest("m", messages=turns * 4)  # eight: listed in full
+    assert repr(few).count("user") == 4
+    assert "more" not in repr(few)
+    answered = ChatResponse(provider="p", model="m", content=calls)
+    assert repr(answered) == (
+        "ChatResponse(provider='p', model='m', content=[tool_call, tool_call, tool_call, "
+        "tool_call, tool_call, tool_call, tool_call, tool_call, and 4992 more], "
+        "finish_reason=None, usage=None, warnings=0)"
+    )

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Self
 
 import pydantic.main
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["DEFER_BUILD", "Data", "check_finite"]
+__all__ = ["DEFER_BUILD", "Data", "check_finite", "kinds_listed"]
 
 DEFER_BUILD = hasattr(pydantic.main, "_rebuild_lock")
 """Whether models build their validators on first use rather than when defined.
@@ -22,7 +22,12 @@ pydantic serialises those builds (its rebuild lock, in the pydantic this was mea
 
 
 class Data(BaseModel):
-    """Plain immutable data: changed by copying (`model_copy`), serialised as JSON.
+    """Plain immutable data: changed by copying, serialised as JSON.
+
+    A type's own methods make the changed copy (`ChatRequest.with_temperature(0.2)`,
+    `.user("Hi")`), checked as its constructor checks. `model_copy(update=...)` is checked
+    too: pydantic's own copies the new values in unchecked, so a `stop` of `"END"` would go
+    as its letters and a temperature of `"hot"` fail only when sent.
 
     Validation errors name the field and the problem but not the input, which may be the
     caller's or the model's text.
@@ -54,6 +59,21 @@ class Data(BaseModel):
         inner = shown[len(head) : -1] if shown.startswith(head) and shown.endswith(")") else shown
         yield None, _Shown(inner)
 
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy with `update`'s fields changed, read as the constructor reads them (a
+        `ValidationError` for a value it refuses, or for a name that is no field)."""
+        copied = super().model_copy(deep=deep)
+        if not update:
+            return copied
+        fields = {name: getattr(copied, name) for name in copied.model_fields_set}
+        return type(self).model_validate({**fields, **update})
+
+    def _replaced(self, update: Mapping[str, Any]) -> Self:
+        """`model_copy(update=...)` as pydantic makes it, the values taken as they are: for
+        a type's own methods, which have checked them (re-reading a long conversation at each
+        turn added would make building it quadratic)."""
+        return super().model_copy(update=update)
+
     def to_json(self) -> str:
         """The JSON form; `type(self).from_json` reads it back."""
         return self.model_dump_json()
@@ -61,6 +81,18 @@ class Data(BaseModel):
     @classmethod
     def from_json(cls, text: str | bytes) -> Self:
         return cls.model_validate_json(text)
+
+
+_KINDS_SHOWN = 8
+"""The most kinds a repr lists (a message's role, a block's type) before it counts the rest."""
+
+
+def kinds_listed(kinds: Sequence[str]) -> str:
+    """The kinds of a repr's items (`system, user, assistant`), the first few and then how
+    many more: a repr of a long conversation stays one short line."""
+    if len(kinds) <= _KINDS_SHOWN:
+        return ", ".join(kinds)
+    return f"{', '.join(kinds[:_KINDS_SHOWN])}, and {len(kinds) - _KINDS_SHOWN} more"
 
 
 class _Shown:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, JsonValue
+from pydantic import Field, JsonValue, StrictBool
 
-from allama.types._base import Data
+from allama.types._base import Data, kinds_listed
 from allama.types._content import (
     ContentBlock,
     DocumentPart,
@@ -90,7 +90,7 @@ class AssistantMessage(Data):
         return hash((self.role, self.content))
 
     def __repr__(self) -> str:
-        kinds = ", ".join(block.type for block in self.content)
+        kinds = kinds_listed([block.type for block in self.content])
         return f"AssistantMessage(blocks=[{kinds}])"
 
 
@@ -103,7 +103,8 @@ class ToolMessage(Data):
     role: Literal["tool"] = "tool"
     tool_call_id: str
     content: str
-    is_error: bool = False
+    is_error: StrictBool = False
+    """A bool: text (`"true"`) or a number is refused, not read as a flag."""
 
     def text(self) -> str:
         return self.content

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, NamedTuple, NoReturn
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, NamedTuple, NoReturn, TypeVar
+
+from pydantic import ValidationError
 
 from allama.types._content import (
     ContentBlock,
@@ -74,6 +76,27 @@ def _wrong_value(place: str, problem: str) -> NoReturn:
     raise ValueError(f"{place}: {problem}")
 
 
+_Built = TypeVar("_Built")
+
+
+def built(place: str, build: Callable[[], _Built]) -> _Built:
+    """What `build` makes of a value read at `place`, its refusal (the part's or the tool's
+    own: a local path for an image's URL, a tool's empty name) a `ValueError` naming that
+    place, as the errors above do; a `ValidationError` names the field within it, by its
+    first error (pydantic's prefix, `Value error, `, left out)."""
+    try:
+        return build()
+    except ValidationError as error:
+        first = error.errors(include_url=False)[0]
+        steps = "".join(
+            f"[{step}]" if isinstance(step, int) else f".{step}" for step in first["loc"]
+        )
+        where, why = f"{place}{steps}", first["msg"].removeprefix("Value error, ")
+    except ValueError as error:
+        where, why = place, str(error)
+    _wrong_value(where, why)
+
+
 def _str(message: Mapping[str, Any], key: str, place: str, expected: str) -> str:
     value = message.get(key, _MISSING)
     if not isinstance(value, str):
@@ -122,7 +145,7 @@ def _image(value: Any, place: str) -> ImagePart:
         _wrong_type(place, "a dict with a `url`, or a URL string", value)
     decoded = _data_url(url, place)
     if decoded is None:
-        return ImagePart(url=url)
+        return built(place, lambda: ImagePart(url=url))
     data, media_type, _ = decoded  # an image's charset (an SVG's) is not the image's type
     if not media_type.startswith("image/"):
         also = (
@@ -134,7 +157,7 @@ def _image(value: Any, place: str) -> ImagePart:
         _wrong_value(place, f"the data URL holds no image (its media type is not image/...){also}")
     if not data:
         _wrong_value(place, "the data URL holds no data")
-    return ImagePart(data=data, media_type=media_type)
+    return built(place, lambda: ImagePart(data=data, media_type=media_type))
 
 
 def _data_url(url: str, place: str) -> tuple[bytes, str, str | None] | None:
@@ -165,11 +188,13 @@ def _document(value: Any, place: str) -> DocumentPart:
             f"{place}.file_data", "expected a data URL, as in `data:application/pdf;base64,...`"
         )
     data, media_type, charset = decoded
+    if not data:
+        _wrong_value(f"{place}.file_data", "the data URL holds no data")
     if charset is not None:  # text read back in the charset it was written in
         media_type = f"{media_type}; charset={charset}"
     filename = value.get("filename")
     title = filename if isinstance(filename, str) and filename else None
-    return DocumentPart(data=data, media_type=media_type, title=title)
+    return built(place, lambda: DocumentPart(data=data, media_type=media_type, title=title))
 
 
 def _user(message: Mapping[str, Any], place: str) -> UserMessage:

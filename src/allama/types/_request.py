@@ -8,9 +8,17 @@ from decimal import Decimal
 from functools import cache
 from typing import Annotated, Any, Literal, NoReturn, TypedDict, TypeVar, Unpack
 
-from pydantic import BaseModel, Field, JsonValue, TypeAdapter, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    JsonValue,
+    StrictBool,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+)
 
-from allama.types._base import Data, check_finite
+from allama.types._base import Data, check_finite, kinds_listed
 from allama.types._content import (
     ContentBlock,
     DocumentPart,
@@ -35,6 +43,7 @@ from allama.types._openai import (
     _shown,
     _wrong_type,
     _wrong_value,
+    built,
     messages_from_openai,
     messages_to_openai,
 )
@@ -54,7 +63,6 @@ class _Sampling(TypedDict, total=False):
     temperature: float | None
     top_p: float | None
     max_output_tokens: int | None
-    stop: Sequence[str]
     seed: int | None
     reasoning_effort: _Effort | None
     parallel_tool_calls: bool | None
@@ -67,6 +75,7 @@ class _Settings(_Sampling, total=False):
     """`ChatRequest`'s settings as keywords, typed as its constructor takes them (a name it
     has not is a type error, not only a failure at run time)."""
 
+    stop: Sequence[str]
     tools: Sequence[ToolDefinition]
     tool_choice: ToolChoice | None
     response_format: ResponseFormat | None
@@ -74,8 +83,11 @@ class _Settings(_Sampling, total=False):
 
 class _OpenAISettings(_Sampling, total=False):
     """`from_openai`'s settings: `ChatRequest`'s, whose tools, tool choice and response
-    format may be given in OpenAI's Chat Completions form as well."""
+    format may be given in OpenAI's Chat Completions form as well, and its `stop` (a string,
+    or null) and log-probabilities (`logprobs=True` with `top_logprobs`) too."""
 
+    stop: str | Sequence[str] | None
+    top_logprobs: int | None
     tools: Sequence[ToolDefinition | Mapping[str, Any]]
     tool_choice: ToolChoice | Literal["auto", "none", "required"] | Mapping[str, Any] | None
     response_format: ResponseFormat | Mapping[str, Any] | None
@@ -106,7 +118,7 @@ class ChatRequest(Data):
     stop: tuple[str, ...] = ()
     seed: int | None = None
     reasoning_effort: ReasoningEffort | None = None
-    parallel_tool_calls: bool | None = None
+    parallel_tool_calls: StrictBool | None = None
     logprobs: int | None = Field(default=None, ge=0, le=20)
     """Report the log-probability of each output token, with this many of the likeliest
     alternatives at each position (0: the tokens alone); `None` asks for none."""
@@ -130,6 +142,8 @@ class ChatRequest(Data):
             _bad_model(named)
         for name in data.keys() & _NUMBERS.keys():
             _check_number(name, data[name])  # type: ignore[literal-required]
+        if "parallel_tool_calls" in data:
+            _check_flag("parallel_tool_calls", data["parallel_tool_calls"])
         _check_not_openai(data.get("messages"))
         fields: dict[str, Any] = dict(data)  # the checks above are pydantic's from here
         super().__init__(**fields)
@@ -152,8 +166,8 @@ class ChatRequest(Data):
     ) -> ChatRequest:
         """A request from a conversation held in OpenAI's Chat Completions form.
 
-        Reads the `system`, `developer`, `user` (text and `image_url` parts, data URLs
-        decoded to bytes), `assistant` (content, `refusal`, `tool_calls`, the deprecated
+        Reads the `system`, `developer`, `user` (text, `image_url` and `file` parts, data
+        URLs decoded to bytes), `assistant` (content, `refusal`, `tool_calls`, the deprecated
         `function_call`), `tool` and deprecated `function` roles; keys allama has no use
         for, such as `name`, are left out. A message may be the OpenAI SDK's object (a
         `ChatCompletionMessage` a response gave): a pydantic model, read as its
@@ -161,9 +175,11 @@ class ChatRequest(Data):
         `ChatRequest`'s own fields; `tools`, `tool_choice` and `response_format` may be in
         OpenAI's form too (`{"type": "function", "function": {...}}`, `"required"`,
         `{"type": "json_schema", "json_schema": {"name": ..., "strict": ..., "schema":
-        ...}}`, `{"type": "json_object"}`), read as allama's.
-        A malformed message raises `TypeError` or `ValueError` naming its place
-        (`messages[3].tool_calls[0].function.arguments`).
+        ...}}`, `{"type": "json_object"}`), read as allama's; so may `stop` (a string is one
+        sequence, `None` none) and the log-probabilities (`logprobs=True, top_logprobs=3`
+        is allama's `logprobs=3`). A malformed message, tool or part raises `TypeError` or
+        `ValueError` naming its place (`messages[3].tool_calls[0].function.arguments`,
+        `tools[0].function.name`).
 
         >>> request = ChatRequest.from_openai(
         ...     "gpt-5-mini",
@@ -173,7 +189,7 @@ class ChatRequest(Data):
         >>> [m.role for m in request.messages], request.temperature
         (['system', 'user'], 0.2)
         """
-        unknown = settings.keys() - _SETTINGS
+        unknown = settings.keys() - _SETTINGS - {"top_logprobs"}
         if unknown:
             name = min(unknown)
             hint = _RENAMED.get(name)
@@ -185,6 +201,10 @@ class ChatRequest(Data):
         if not isinstance(model, str) or not model.strip():
             _bad_model(model, argument=True)
         fields: dict[str, Any] = dict(settings)
+        if "stop" in fields:
+            fields["stop"] = _openai_stop(fields["stop"])
+        if "logprobs" in fields or "top_logprobs" in fields:
+            _openai_logprobs(fields)
         if "tools" in fields:
             fields["tools"] = _openai_tools(fields["tools"])
         if "tool_choice" in fields:
@@ -197,11 +217,21 @@ class ChatRequest(Data):
         """The conversation as OpenAI Chat Completions message dicts.
 
         The inverse of `from_openai` for what that form can hold: images as URLs or base64
-        data URLs; an assistant turn's text and refusals before its tool calls; reasoning
-        blocks and a tool result's `is_error` flag, which the form has no place for, are
-        left out (as the OpenAI adapter leaves them out). A document the form cannot hold
-        (one by URL, a media type other than PDF or plain text) is a `ValueError` naming
-        its message and part, where the OpenAI adapter leaves it out with a warning.
+        data URLs (a data URL reads back as the image's bytes); an assistant turn's text and
+        refusals before its tool calls. What the form has no place for is left out or
+        changed, and `from_openai` reads back another conversation there:
+
+        - reasoning blocks, and a tool result's `is_error` flag, are left out;
+        - an assistant turn's `provider_data` is left out;
+        - an assistant turn with no text, refusal or tool call (none, or reasoning alone)
+          is written with empty text, and reads back as one `TextPart("")`;
+        - a plain-text document is written as a text part: it reads back as a `TextPart`,
+          its title lost;
+        - a PDF with no title is named `document.pdf`, and reads back with that title.
+
+        A document the form cannot hold (one by URL, a media type other than PDF or plain
+        text) is a `ValueError` naming its message and part, where the OpenAI adapter
+        leaves it out with a warning.
 
         >>> ChatRequest("m").system("Be brief.").user("Hi").to_openai_messages()
         [{'role': 'system', 'content': 'Be brief.'}, {'role': 'user', 'content': 'Hi'}]
@@ -209,7 +239,7 @@ class ChatRequest(Data):
         return messages_to_openai(self.messages)
 
     def __repr__(self) -> str:
-        roles = ", ".join(message.role for message in self.messages)
+        roles = kinds_listed([message.role for message in self.messages])
         extras = [f"tools={len(self.tools)}"] if self.tools else []
         if self.response_format is not None:
             extras.append(f"response_format={self.response_format.type}")
@@ -217,13 +247,14 @@ class ChatRequest(Data):
         return f"ChatRequest(model={self.model!r}, messages=[{roles}]{tail})"
 
     def _with(self, **update: Any) -> ChatRequest:
-        # `model_copy` does not validate, so settings are checked here, field by field, as
-        # the constructor would check them (`1` becomes `1.0`; `"0.5"` or `True` fails).
+        # Settings are checked here, field by field, as the constructor would check them
+        # (`1` becomes `1.0`; `"0.5"` or `True` fails), and the copy takes them as they are:
+        # `model_copy` would read the whole conversation again at each turn added.
         for name in update.keys() & _CHECKED:
             update[name] = _checked(name, update[name])
         if "options" in update:  # checked by the `with_option…` methods
             update["options"] = _Options(update["options"])
-        return self.model_copy(update=update)
+        return self._replaced(update)
 
     # Messages
 
@@ -563,6 +594,17 @@ def _check_number(name: str, value: Any) -> None:
         )
 
 
+def _check_flag(name: str, value: Any) -> None:
+    """Refuse anything but a bool for the flag `name`, as `_check_number` refuses a flag or
+    text for a number: pydantic would read `"no"` as false, and `0.0` or `"false"`."""
+    if value is not None and not isinstance(value, bool):
+        text = isinstance(value, str | bytes | bytearray)
+        hint = "; write True or False, not its text" if text else ""
+        raise ValueError(
+            f"ChatRequest: `{name}` must be a bool or None, not {_type_name(value)}{hint}"
+        )
+
+
 def _type_name(value: Any) -> str:
     """`value`'s type by its name, with its module where it is not a builtin (numpy's
     `numpy.bool`, not a `bool`)."""
@@ -661,6 +703,48 @@ def _as_dicts(messages: Any) -> Any:
     ]
 
 
+def _openai_stop(stop: Any) -> Any:
+    """`from_openai`'s stop sequences as OpenAI takes them: a string is one sequence, null
+    none; anything else left to the constructor to judge."""
+    if stop is None:
+        return ()
+    if isinstance(stop, str):
+        return (stop,)
+    return stop
+
+
+def _openai_logprobs(fields: dict[str, Any]) -> None:
+    """OpenAI's pair, `logprobs=True` with `top_logprobs=n` alternatives at each position,
+    in `fields` as allama's one setting, `logprobs=n` (`True` alone: 0, the tokens alone;
+    `False`: none). allama's own `logprobs=n` is read as it is, and `top_logprobs` with it
+    or without `logprobs=True` is refused, as OpenAI refuses it."""
+    top = fields.pop("top_logprobs", None)
+    flag = fields.get("logprobs")
+    if top is not None:
+        if isinstance(top, bool) or not isinstance(top, numbers.Integral):
+            raise TypeError(
+                "from_openai(): `top_logprobs` must be a whole number or None, "
+                f"not {_type_name(top)}"
+            )
+        try:  # allama's bounds for its `logprobs` (OpenAI's for `top_logprobs`: 0 to 20)
+            _field_adapter("logprobs").validate_python(top)
+        except ValidationError as error:
+            reason = error.errors(include_url=False)[0]["msg"]
+            raise ValueError(f"from_openai(): invalid `top_logprobs`: {reason}") from None
+    if flag is True:
+        fields["logprobs"] = 0 if top is None else top
+    elif top is not None:
+        also = (
+            "; allama's `logprobs` is the count itself: give `logprobs=True, "
+            "top_logprobs=n`, as OpenAI does, or `logprobs=n` alone"
+            if flag is not None and flag is not False
+            else ""
+        )
+        raise ValueError(f"from_openai(): `top_logprobs` needs `logprobs=True`{also}")
+    elif flag is False:
+        fields["logprobs"] = None
+
+
 def _openai_tools(tools: Any) -> Any:
     """`from_openai`'s tools, each in OpenAI's form (`{"type": "function", "function":
     {...}}`) read as a `ToolDefinition`; anything else left to the constructor to judge."""
@@ -696,7 +780,7 @@ def _openai_tool(tool: Mapping[str, Any], place: str) -> ToolDefinition:
             if not isinstance(value, kinds):
                 _wrong_type(f"{place}.{key}", expected, value)
             fields[key] = value
-    return ToolDefinition(**fields)
+    return built(place, lambda: ToolDefinition(**fields))
 
 
 def _openai_tool_choice(choice: Any) -> Any:
@@ -779,6 +863,8 @@ def _field_adapter(name: str) -> TypeAdapter[Any]:
 def _checked(name: str, value: Any) -> Any:
     if name in _NUMBERS:
         _check_number(name, value)
+    if name == "parallel_tool_calls":
+        _check_flag(name, value)
     try:
         return _field_adapter(name).validate_python(value)
     except ValidationError as error:

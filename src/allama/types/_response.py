@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import Field, JsonValue
 
-from allama.types._base import Data
+from allama.types._base import Data, kinds_listed
 from allama.types._content import ContentBlock, Reasoning, Refusal, ToolCall, text_of
 from allama.types._fields import Warning
 from allama.types._finish import FinishReason
@@ -518,7 +518,7 @@ class ChatResponse(Data):
         super().__init__(**data)
 
     def __repr__(self) -> str:
-        kinds = ", ".join(block.type for block in self.content)
+        kinds = kinds_listed([block.type for block in self.content])
         return (
             f"ChatResponse(provider={self.provider!r}, model={self.model!r}, content=[{kinds}], "
             f"finish_reason={self.finish_reason!r}, usage={self.usage!r}, "

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from pydantic import Field, JsonValue, field_validator, model_validator
+from pydantic import Field, JsonValue, StrictBool, field_validator, model_validator
 
 from allama.types._base import Data, check_finite
 
@@ -23,7 +23,7 @@ class ToolDefinition(Data):
     name: str
     parameters: dict[str, JsonValue] = Field(default_factory=_object_schema)
     description: str | None = None
-    strict: bool | None = None
+    strict: StrictBool | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -120,7 +120,7 @@ class ResponseFormat(Data):
     json_schema: dict[str, JsonValue] | None = None
     name: str | None = None
     description: str | None = None
-    strict: bool | None = None
+    strict: StrictBool | None = None
     options: tuple[str, ...] | None = None
 
     @model_validator(mode="before")
