@@ -1113,3 +1113,113 @@ def test_a_row_concurrency_from_numpy_is_taken_as_a_whole_number() -> None:
     assert step._row_concurrency == 3 and type(step._row_concurrency) is int
     with pytest.raises(TypeError, match="row_concurrency must be a whole number"):
         made(np.float64(3))
+
+
+def test_a_requests_warnings_are_kept_in_its_record_as_a_batch_run_keeps_them(
+    server: _Server, base_url: str
+) -> None:
+    """A temperature OpenAI does not take is left out of the request: the record says so,
+    as a batch run's `result.warnings` and its ledger's record do; it said nothing."""
+    step = allama.ray.ExtractBatch(
+        Invoice,
+        provider="openai",
+        provider_options={"api_key": "test-key", "base_url": base_url},
+        text_column="text",
+        model="gpt-4o-mini",
+        temperature=5,
+        max_attempts=1,
+    )
+    before = len(server.seen)
+    good, prose = _run_batches(step, pa.table({"text": [document(1), document(15)]}))
+    assert [("temperature" in body) for _, _, body in server.seen[before:]] == [False, False]
+    warned = [
+        {
+            "kind": "unsupported",
+            "subject": {"type": "field", "field": "temperature"},
+            "message": "OpenAI takes `temperature` from 0 to 2; 5 was left out",
+            "provider": "openai",
+        }
+    ]
+    assert good["error"] is None
+    assert json.loads(good["record"])["request_warnings"] == warned
+    # A failed extraction keeps those of the answer it failed on.
+    assert prose["error"].startswith("extraction_parse: ")
+    assert json.loads(prose["record"])["request_warnings"] == warned
+    provider = allama.provider("openai", api_key="test-key", base_url=base_url)
+    request = ChatRequest("gpt-4o-mini").with_temperature(5)
+    (result,) = allama.batch(provider, Invoice, [document(1)], request=request)
+    assert [w.model_dump(mode="json", exclude_none=True) for w in result.warnings] == warned
+
+
+def test_a_value_python_cannot_hold_fails_its_row_alone() -> None:
+    """A timestamp past the year 9999 failed pyarrow's conversion of the whole batch (an
+    `OverflowError`), and with it the job, losing the rows already paid for."""
+    mock = MockProvider(['{"number": "A-1", "total": 2}', '{"number": "A-3", "total": 4}'])
+    step = allama.ray.ExtractBatch(
+        Invoice, provider=lambda: mock, request=build_request, row_concurrency=1
+    )
+    stamps = pa.array([0, 2**62, 0], pa.timestamp("us"))
+    batch = pa.table({"id": [1, 2, 3], "text": ["one", "two", "three"], "ts": stamps})
+
+    async def run(batch: pa.Table) -> list[dict[str, Any]]:
+        (out,) = [out async for out in step(batch)]
+        assert out.column("ts") == batch.column("ts")  # the row's own columns, as they were
+        return out.drop_columns(["ts"]).to_pylist()  # (Python cannot hold the value)
+
+    first, second, third = asyncio.run(run(batch))
+    said = "invalid_row: column 'ts' holds a value that cannot be read as Python (OverflowError)"
+    assert (second["error"], second["record"], second["value"]) == (said, None, None)
+    assert first["value"] == '{"number":"A-1","total":2.0}'
+    assert third["value"] == '{"number":"A-3","total":4.0}'
+    assert [request.messages[-1].text() for request in mock.requests] == ["one", "three"]
+    # The text's column, read as text is.
+    step = allama.ray.ExtractBatch(
+        Invoice, provider=lambda: MockProvider([]), text_column="ts", model="m"
+    )
+    (row,) = asyncio.run(run(pa.table({"ts": stamps[1:2]})))
+    assert row["error"] == said
+
+
+def test_an_empty_prompt_is_refused() -> None:
+    """It sent a blank line before each row's text."""
+    for empty in ("", " \n\t"):
+        with pytest.raises(ValueError, match=r"^prompt is empty; give the text to put before"):
+            allama.ray.ExtractBatch(
+                Invoice, provider=lambda: MockProvider(), text_column="t", model="m", prompt=empty
+            )
+        with pytest.raises(ValueError, match=r"^prompt is empty; give the text to put before"):
+            allama.ray.extract_dataset(
+                object(),  # type: ignore[arg-type]
+                Invoice,
+                provider="openai",
+                text_column="t",
+                model="m",
+                prompt=empty,
+            )
+
+
+def test_a_pool_setting_out_of_range_is_a_value_error_and_one_of_another_type_a_type_error() -> (
+    None
+):
+    class Unread:
+        def map_batches(self, *args: Any, **kwargs: Any) -> Any:
+            raise AssertionError("not reached")
+
+    settings: dict[str, Any] = {"provider": "openai", "text_column": "t", "model": "m"}
+    actors = "concurrency must be a number of actors (1 or more)"
+    rows = "batch_size must be a number of rows (1 or more) or None"
+    cpus = "num_cpus must be a number of CPUs, 0 or more"
+    for bad, error, said in (
+        ({"concurrency": 0}, ValueError, actors),
+        ({"concurrency": -1}, ValueError, actors),
+        ({"concurrency": (0, 2)}, ValueError, actors),
+        ({"concurrency": (2,)}, TypeError, actors),
+        ({"concurrency": [1, 2]}, TypeError, actors),
+        ({"batch_size": 0}, ValueError, rows),
+        ({"batch_size": 2.0}, TypeError, rows),
+        ({"num_cpus": float("nan")}, ValueError, cpus),
+        ({"num_cpus": "1"}, TypeError, cpus),
+        ({"num_cpus": True}, TypeError, cpus),
+    ):
+        with pytest.raises(error, match=re.escape(said)):
+            allama.ray.extract_dataset(Unread(), Invoice, **settings, **bad)  # type: ignore[arg-type]

@@ -18,7 +18,9 @@ three more columns, and a bad row never fails the job:
   failure the record the error carries; null when no extraction started (a row without
   text, a request function that raised). A row sent again after tries it paid for (a pass
   that failed, then a server error) has their records in its `earlier_attempts`, as a
-  batch run's output does: what the row cost is its `cost` plus theirs.
+  batch run's output does: what the row cost is its `cost` plus theirs. The warnings of a
+  request the provider did not take as asked (a temperature past its range, left out) are
+  in its `request_warnings`, as a batch run's ledger keeps them.
 
 A call the provider may answer later (a rate limit, an overloaded or failing server, the
 network) is sent again, up to `max_attempts` tries, as in a batch run: a 429 pauses the
@@ -86,8 +88,10 @@ from allama.batch._run import (
     _stored_or_spent,
     _Tries,
     allamas_words,
+    error_warnings,
     missing_key,
     missing_url,
+    request_warnings,
     schema_tokens,
     stored_value,
     turn_for,
@@ -108,6 +112,7 @@ from allama.types import ChatRequest
 if TYPE_CHECKING:
     from allama.provider import ChatProvider
     from allama.providers import ProviderOptions
+    from allama.types import Warning
 
 __all__ = ["COLUMNS", "ExtractBatch", "error_text", "extract_dataset"]
 
@@ -151,53 +156,116 @@ def _taken(names: list[str]) -> str:
 
 
 def _record_json(
-    metadata: ExtractionMetadata | None, spent: list[ExtractionMetadata]
+    metadata: ExtractionMetadata | None,
+    spent: list[ExtractionMetadata],
+    warned: tuple[Warning, ...] = (),
 ) -> str | None:
-    """The record as JSON, with the earlier tries that were paid for (`earlier_attempts`,
-    as a batch run's ledger keeps them); for an error without a record, the last paid try."""
-    stored = _stored_or_spent(metadata, spent)
+    """The record as JSON, with the earlier tries that were paid for (`earlier_attempts`)
+    and the request's warnings (`request_warnings`: a temperature past the provider's range
+    left out), as a batch run's ledger keeps them; for an error without a record, the last
+    paid try."""
+    stored = _stored_or_spent(metadata, spent, warned)
     return None if stored is None else json.dumps(stored)
+
+
+class _Unreadable:
+    """A value pyarrow cannot give as Python (a timestamp past the year 9999: an
+    `OverflowError`), in place of its row: the row's `invalid_row` error, by the column and
+    the exception's type (its message may quote the value)."""
+
+    __slots__ = ("column", "kind")
+
+    def __init__(self, column: str, error: Exception) -> None:
+        self.column = column
+        self.kind = type(error).__name__
+
+
+def _python_values(column: pa.ChunkedArray, name: str) -> list[Any]:
+    """The column's values as Python, an `_Unreadable` in place of each that cannot be:
+    one such value fails pyarrow's conversion of the whole column, which would fail the
+    job and lose the rows of it already paid for."""
+    try:
+        return column.to_pylist()  # type: ignore[no-any-return]
+    except Exception:
+        pass
+    values: list[Any] = []
+    for chunk in column.chunks:
+        try:
+            values.extend(chunk.to_pylist())
+            continue
+        except Exception:
+            pass
+        for index in range(len(chunk)):
+            try:
+                values.append(chunk[index].as_py())
+            except Exception as error:
+                values.append(_Unreadable(name, error))
+    return values
+
+
+def _python_rows(batch: pa.Table) -> list[dict[str, Any] | _Unreadable]:
+    """Each row as a dict of its columns (what `request=` is given), or an `_Unreadable`
+    for a row one of whose values Python cannot hold (the first such column's)."""
+    try:
+        return batch.to_pylist()  # type: ignore[no-any-return]
+    except Exception:
+        pass
+    names = batch.column_names
+    columns = [_python_values(batch.column(index), name) for index, name in enumerate(names)]
+    rows: list[dict[str, Any] | _Unreadable] = []
+    for index in range(batch.num_rows):
+        values = [column[index] for column in columns]
+        unread = next((value for value in values if isinstance(value, _Unreadable)), None)
+        rows.append(unread if unread is not None else dict(zip(names, values, strict=True)))
+    return rows
 
 
 def _check_pool(ds: object, concurrency: object, batch_size: object, num_cpus: object) -> None:
     """Settings Ray would take and misread (a `True` actor, a pool of 2.5), or fail on
     with its own words after the job was built, said here by name. Whatever Ray takes
     (NumPy integers, `(1, None)` for no upper bound, `batch_size=None` for whole blocks,
-    actors of no CPU) is left to it."""
+    actors of no CPU) is left to it. A value of the wrong type is a `TypeError`, one out of
+    range a `ValueError`."""
 
-    def count(value: object, *, none: bool = False) -> bool:
-        if value is None:
-            return none
+    def count(value: object, *, none: bool = False) -> int | None:
+        """The whole number `value` is, `None` for Ray's no bound (where `none`); a value
+        of another type is refused (`TypeError`)."""
+        if value is None and none:
+            return None
         if isinstance(value, bool):
-            return False
-        try:
-            return operator.index(value) >= 1  # type: ignore[arg-type]
-        except TypeError:
-            return False
+            raise TypeError
+        return operator.index(value)  # type: ignore[arg-type]
 
     if not callable(getattr(ds, "map_batches", None)):
         raise TypeError(f"ds must be a ray.data.Dataset, not {type(ds).__name__}")
+    actors = (
+        "concurrency must be a number of actors (1 or more) or a (min, max) pair of them "
+        f"(max None: no bound), not {concurrency!r}"
+    )
     sizes = concurrency if isinstance(concurrency, tuple) else (concurrency,)
-    if not (
-        (len(sizes) == 1 and count(sizes[0]))
-        or (len(sizes) == 2 and count(sizes[0]) and count(sizes[1], none=True))
-    ):
-        raise TypeError(
-            "concurrency must be a number of actors (1 or more) or a (min, max) pair of them "
-            f"(max None: no bound), not {concurrency!r}"
-        )
-    if len(sizes) == 2 and sizes[1] is not None and sizes[0] > sizes[1]:
+    if isinstance(concurrency, tuple) and len(concurrency) != 2:  # (a 1-tuple: no max)
+        raise TypeError(actors)
+    try:
+        counted = [count(size, none=place == 1) for place, size in enumerate(sizes)]
+    except TypeError:
+        raise TypeError(actors) from None
+    if any(size is not None and size < 1 for size in counted):
+        raise ValueError(actors)
+    low, high = counted[0], counted[-1] if len(counted) == 2 else None
+    if low is not None and high is not None and low > high:
         raise ValueError(f"concurrency's (min, max) has its min above its max: {concurrency}")
-    if not count(batch_size, none=True):
-        raise TypeError(
-            f"batch_size must be a number of rows (1 or more) or None, not {batch_size!r}"
-        )
-    if (
-        isinstance(num_cpus, bool)
-        or not isinstance(num_cpus, int | float)
-        or not 0 <= num_cpus < float("inf")
-    ):
-        raise ValueError(f"num_cpus must be a number of CPUs, 0 or more, not {num_cpus!r}")
+    rows = f"batch_size must be a number of rows (1 or more) or None, not {batch_size!r}"
+    try:
+        size = count(batch_size, none=True)
+    except TypeError:
+        raise TypeError(rows) from None
+    if size is not None and size < 1:
+        raise ValueError(rows)
+    cpus = f"num_cpus must be a number of CPUs, 0 or more, not {num_cpus!r}"
+    if isinstance(num_cpus, bool) or not isinstance(num_cpus, int | float):
+        raise TypeError(cpus)  # (Ray takes Python's numbers only, not NumPy's)
+    if not 0 <= num_cpus < float("inf"):
+        raise ValueError(cpus)
 
 
 class _Withheld:
@@ -351,6 +419,10 @@ def _template(
     wrong setting fails where it is given, not in every batch of the job."""
     if prompt is not None and not isinstance(prompt, str):
         raise TypeError(f"prompt must be a str, not {type(prompt).__name__}")
+    if prompt is not None and not prompt.strip():  # would send a blank line before each text
+        raise ValueError(
+            "prompt is empty; give the text to put before each row's, or leave prompt= out"
+        )
     request = ChatRequest(str(model or ""))
     if system is not None:
         request = request.system(system)  # type: ignore[arg-type]
@@ -512,9 +584,9 @@ class ExtractBatch:
             ] * batch.num_rows
         else:
             rows: list[Any] = (
-                batch.to_pylist()
+                _python_rows(batch)
                 if self._text_column is None
-                else batch.column(self._text_column).to_pylist()
+                else _python_values(batch.column(self._text_column), self._text_column)
             )
             results = await asyncio.gather(*(self._row(row, self._limit) for row in rows))
         for index, name in enumerate(COLUMNS):
@@ -524,6 +596,11 @@ class ExtractBatch:
 
     def _request(self, row: Any) -> ChatRequest | str:
         """The row's request, or why there is none (a log-safe line)."""
+        if isinstance(row, _Unreadable):
+            return (
+                f"invalid_row: column {row.column!r} holds a value that cannot be read as Python "
+                f"({row.kind})"
+            )
         if self._text_column is not None:
             if not isinstance(row, str):
                 shown = "null" if row is None else type(row).__name__
@@ -572,7 +649,12 @@ class ExtractBatch:
                     if last is None:
                         return None, f"not_started: {self._stopped}", None
                     # Sent before: it ends with what it met then, and what it paid for.
-                    return None, error_text(last[0]), _record_json(last[1], tries.spent)
+                    met, kept = last
+                    return (
+                        None,
+                        error_text(met),
+                        _record_json(kept, tries.spent, error_warnings(met)),
+                    )
                 tries.tried += 1
                 if first_sent is None:
                     first_sent = time.monotonic()
@@ -613,7 +695,8 @@ class ExtractBatch:
             if isinstance(step, str):  # a wait longer than a run makes (a limit per day)
                 self._stopped = step
                 limiter.halt()  # rows waiting for their turn come back at once
-                return None, f"{error_text(error)} ({step})", _record_json(metadata, tries.spent)
+                record = _record_json(metadata, tries.spent, error_warnings(error))
+                return None, f"{error_text(error)} ({step})", record
             # As a batch run: a refused key or account (every provider of a failover's:
             # one that may pass does not stop it), a provider out of reach after every try,
             # or (every row sent to one model) an endpoint or model that does not exist.
@@ -624,8 +707,15 @@ class ExtractBatch:
                     stops = "the provider refused the actor's key or account"
                 self._stopped = stops
                 limiter.halt()
-            return None, error_text(error), _record_json(metadata, tries.spent)
-        record = _record_json(extracted.metadata, tries.spent)
+            return (
+                None,
+                error_text(error),
+                _record_json(metadata, tries.spent, error_warnings(error)),
+            )
+        # The request's warnings, on the record as a batch run's ledger keeps them: a value
+        # that cannot be stored keeps them too.
+        warned = request_warnings(extracted.response, extracted.metadata)
+        record = _record_json(extracted.metadata, tries.spent, warned)
         try:
             value = stored_value(self._schema.adapter, extracted.value)
         except Exception as error:  # validated, and paid for: its record stays
