@@ -371,7 +371,7 @@ def test_xai_sends_a_schema_without_strict_in_the_shapes_it_takes() -> None:
     assert [w.message.rsplit("; ", 1)[-1] for w in response.warnings] == [
         "it goes without `strict`"
     ]
-    strict_tool = ToolDefinition(name="f", parameters=SHAPED, strict=True)
+    strict_tool = ToolDefinition(name="g", parameters=SHAPED, strict=True)
     target.chat(asked.with_tools([strict_tool, TOOL.model_copy(update={"parameters": SHAPED})]))
     sent = [tool["function"] for tool in recorder.bodies[1]["tools"]]
     assert [(tool["parameters"], tool.get("strict")) for tool in sent] == [

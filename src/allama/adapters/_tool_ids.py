@@ -13,6 +13,9 @@ deterministically, so that the same conversation always encodes the same way (pr
 caching). A result answers the first call of its id in the latest turn of calls that no
 result answered yet (a server that gives two parallel calls one id), else the latest call
 of its id before it; one that answers none keeps its id (the provider's own error).
+
+Tool names too: every provider takes each name once in a request, over the request's tools
+and those its body option adds (`repeated_tool_names`, `option_tools`).
 """
 
 from __future__ import annotations
@@ -22,13 +25,25 @@ import hashlib
 import re
 import string
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from allama.types import AssistantMessage, Message, ToolCall, ToolDefinition, ToolMessage
+from allama.types import (
+    AssistantMessage,
+    ChatRequest,
+    Message,
+    ToolCall,
+    ToolDefinition,
+    ToolMessage,
+)
 
 __all__ = [
+    "OptionTool",
+    "option_tools",
+    "own_option_tools",
     "results_in_call_order",
+    "repeated_in_body",
     "repeated_tool_names",
     "ANTHROPIC_IDS",
     "MISTRAL_IDS",
@@ -201,28 +216,193 @@ def results_in_call_order(messages: Sequence[Message]) -> list[Message]:
     return ordered
 
 
-def repeated_tool_names(tools: Sequence[ToolDefinition], display: str) -> str | None:
-    """Why `tools` cannot go to a provider that takes each name once, or `None`.
+def repeated_tool_names(
+    tools: Sequence[ToolDefinition],
+    display: str,
+    option: Sequence[OptionTool] = (),
+    namespace: str = "",
+) -> str | None:
+    """Why the tools a body carries cannot go to a provider that takes each name once, or
+    `None`: `tools` the request's as sent, `option` those of the body option `namespace`
+    sent after them (`option_tools`), each by the name a call of it gives.
 
     A call names its tool, so of two tools of one name which one was called could not be
     told; Anthropic answers 400 ("Tool names must be unique"), Gemini "Duplicate function
-    declaration found"."""
-    places: dict[str, list[int]] = {}
+    declaration found". An option's tools count too: they go in the same list, so a
+    function tool named like an extraction's (or a request's) tool is the same repeat."""
+    places: dict[str, list[tuple[bool, int]]] = {}
     for index, tool in enumerate(tools):
-        places.setdefault(tool.name, []).append(index)
+        places.setdefault(tool.name, []).append((False, index))
+    for index, given in enumerate(option):
+        if given.name is not None:
+            places.setdefault(given.name, []).append((True, index))
     twice = [(name, at) for name, at in places.items() if len(at) > 1]
     if not twice:
         return None
-    said = "; ".join(
-        f"`{name}` names the tools at positions {_positions(at)}" for name, at in twice
-    )
+    if not any(theirs for _, at in twice for theirs, _ in at):
+        said = "; ".join(
+            f"`{name}` names the tools at positions {_positions([i for _, i in at])}"
+            for name, at in twice
+        )
+        return (
+            f"{display} takes each tool name once, and the request's tools repeat names "
+            f"(positions count from 0): {said}"
+        )
+    noun = option[0].noun if option else "tool"
+    said = "; ".join(f"`{name}` names {_places(at, namespace, noun)}" for name, at in twice)
     return (
-        f"{display} takes each tool name once, and the request's tools repeat names "
-        f"(positions count from 0): {said}"
+        f"{display} takes each tool name once, and the tools sent repeat names (positions "
+        f"count from 0): {said}"
     )
+
+
+def repeated_in_body(
+    body: Mapping[str, Any],
+    ours: Sequence[ToolDefinition],
+    display: str,
+    namespace: str,
+    *,
+    entries: int | None = None,
+) -> str | None:
+    """`repeated_tool_names` over the tools `body` carries, as it goes: `ours` (the
+    request's tools as sent, in the first `entries` items of its `tools`, one each unless
+    said), then the body option `namespace`'s, which `option_fields` added after them or
+    sent alone."""
+    sent = body.get("tools")
+    skip = len(ours) if entries is None else entries
+    given = sent[skip:] if isinstance(sent, list) else []
+    return repeated_tool_names(ours, display, option_tools(namespace, given), namespace)
+
+
+def _places(at: list[tuple[bool, int]], namespace: str, noun: str) -> str:
+    """Where a repeated name is: among the request's tools, among the option's, or both."""
+    ours = [index for theirs, index in at if not theirs]
+    given = [index for theirs, index in at if theirs]
+    said = []
+    if ours:
+        said.append(
+            f"the request's tool at position {ours[0]}"
+            if len(ours) == 1
+            else f"the request's tools at positions {_positions(ours)}"
+        )
+    if given:
+        where = f"`tools` in the body option `{namespace}`"
+        said.append(
+            f"the {noun} at position {given[0]} of {where}"
+            if len(given) == 1
+            else f"the {noun}s at positions {_positions(given)} of {where}"
+        )
+    return " and ".join(said)
 
 
 def _positions(places: list[int]) -> str:
     """`[0, 2, 5]` as "0, 2 and 5"."""
     *most, last = (str(place) for place in places)
     return f"{', '.join(most)} and {last}"
+
+
+# The tools a body option gives
+
+_FUNCTION_TYPES = ("function", "custom")
+"""The types of the tools the caller runs, on OpenAI's wires and Ollama's: a function, or a
+custom tool (free-text input); every other type is the provider's own (web search)."""
+
+
+@dataclass(frozen=True, slots=True)
+class OptionTool:
+    """A tool of a body option's `tools`, as far as its name goes."""
+
+    name: str | None
+    """The name a call of it gives; `None` for a tool called by none (Gemini's Google
+    Search, OpenAI's web search) or given as no object."""
+    own: bool
+    """Whether the caller runs its calls (a function or custom tool): a tool of the
+    request's own, which an extraction refuses, where a server tool the provider runs
+    (web search, code execution) goes beside its schema."""
+    noun: str = "tool"
+    """What it is called in a message."""
+
+
+def _anthropic_tools(tools: list[Any]) -> list[OptionTool]:
+    """Anthropic's tools: a custom tool has no `type`, or `custom`; the others (`web_search_
+    20250305`, `bash_20250124`) are called by their `name` too."""
+    found = []
+    for tool in tools:
+        name = tool.get("name") if isinstance(tool, dict) else None
+        kind = tool.get("type", "custom") if isinstance(tool, dict) else None
+        found.append(OptionTool(name if isinstance(name, str) else None, kind == "custom"))
+    return found
+
+
+def _chat_tools(tools: list[Any]) -> list[OptionTool]:
+    """Chat Completions' tools and Ollama's: a function's name is in its `function`, a
+    custom tool's in its `custom`; another type's, where it has one, beside its type."""
+    found = []
+    for tool in tools:
+        kind = tool.get("type") if isinstance(tool, dict) else None
+        own = kind in _FUNCTION_TYPES
+        spec = tool.get(kind) if isinstance(tool, dict) and isinstance(kind, str) else None
+        name = spec.get("name") if own and isinstance(spec, dict) else None
+        if not own and isinstance(tool, dict):
+            name = tool.get("name")
+        found.append(OptionTool(name if isinstance(name, str) else None, own))
+    return found
+
+
+def _responses_tools(tools: list[Any]) -> list[OptionTool]:
+    """The Responses API's tools, flat: `{"type": "function", "name": ...}`."""
+    found = []
+    for tool in tools:
+        kind = tool.get("type") if isinstance(tool, dict) else None
+        name = tool.get("name") if isinstance(tool, dict) else None
+        found.append(OptionTool(name if isinstance(name, str) else None, kind in _FUNCTION_TYPES))
+    return found
+
+
+def _gemini_tools(tools: list[Any]) -> list[OptionTool]:
+    """Gemini's function declarations (`functionDeclarations`, or `function_declarations`
+    as Google's SDKs spell it), over every tool in turn; its built-in tools (Google Search,
+    code execution) have no name."""
+    found = []
+    for tool in tools:
+        if not isinstance(tool, dict):
+            continue
+        for key in ("functionDeclarations", "function_declarations"):
+            declarations = tool.get(key)
+            for declaration in declarations if isinstance(declarations, list) else ():
+                name = declaration.get("name") if isinstance(declaration, dict) else None
+                named = name if isinstance(name, str) else None
+                found.append(OptionTool(named, True, "function declaration"))
+    return found
+
+
+_OPTION_TOOLS: dict[str, Callable[[list[Any]], list[OptionTool]]] = {
+    "anthropic": _anthropic_tools,
+    "gemini": _gemini_tools,
+    "ollama": _chat_tools,
+    "openai_compat": _chat_tools,
+    "openai_responses": _responses_tools,
+}
+"""How each adapter's body option (its `BODY_OPTION`) gives its tools."""
+
+
+def option_tools(namespace: str, tools: Any) -> list[OptionTool]:
+    """The tools in `tools`, as the body option `namespace` gives them (or as its body
+    sends them); nothing where it is no list."""
+    if not isinstance(tools, list):
+        return []
+    return _OPTION_TOOLS[namespace](tools)
+
+
+def own_option_tools(request: ChatRequest) -> list[OptionTool]:
+    """The tools of the caller's own (functions, custom tools) that the body options of
+    `request` give, each adapter's: they are the request's own tools as much as
+    `request.tools` are, and refused by an extraction the same way, whichever provider it
+    goes to (a request with its own tools fails the same way everywhere). Server tools (web
+    search) are not among them."""
+    own: list[OptionTool] = []
+    for namespace in _OPTION_TOOLS:
+        extra = request.option_json(namespace)
+        if isinstance(extra, dict) and extra.get("tools"):
+            own.extend(tool for tool in option_tools(namespace, extra["tools"]) if tool.own)
+    return own

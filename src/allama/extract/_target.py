@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from allama.adapters._tool_ids import own_option_tools
 from allama.errors import (
     PAID_BEFORE_KEY,
     REPORTED_USAGE_KEY,
@@ -163,8 +164,11 @@ class Target:  # hashable: type schemas compare by identity
         return self.type.schema
 
     def derive(self, request: ChatRequest, mode: ExtractionMode) -> ChatRequest:
-        """`request` with the mode's fields replaced; every other field is kept."""
-        if request.tools:
+        """`request` with the mode's fields replaced; every other field is kept. Tools of
+        the request's own, given as `tools` or as function tools in a body option's, are a
+        conflict in every mode (`own_option_tools`): a native pass would send them beside
+        the schema, and the model could call one in place of answering."""
+        if request.tools or own_option_tools(request):
             raise ToolConflictError(provider=self.provider, metadata=ExtractionMetadata.new(mode))
         derived = request.without_option(ExtractionMode)
         if self.wrapped:

@@ -37,7 +37,12 @@ from allama.adapters._http import (
     settings_as_sent,
 )
 from allama.adapters._rewrites import cached_rewrite
-from allama.adapters._tool_ids import ANTHROPIC_IDS, repeated_tool_names, with_tool_ids
+from allama.adapters._tool_ids import (
+    ANTHROPIC_IDS,
+    repeated_in_body,
+    repeated_tool_names,
+    with_tool_ids,
+)
 from allama.adapters.anthropic._capabilities import ClaudeFamily, Thinking
 from allama.adapters.anthropic._profile import AnthropicProfile
 from allama.errors import InvalidRequestError
@@ -1279,6 +1284,11 @@ class _Encoder:
             self.option_replaced(body, output, choice)
             self.effort_replaced(body, thinking, effort)
             self.effort_beside_disabled(body)
+            # The option's tools go after the request's (an extraction's): one name in both
+            # would be answered 400 ("Tool names must be unique").
+            why = repeated_in_body(body, request.tools, self.profile.display_name, BODY_OPTION)
+            if why is not None:
+                raise self.invalid(why)
         if request.max_output_tokens != max_tokens:  # filled in (Anthropic requires one), or
             given = {**given, "max_tokens": body.get("max_tokens")}  # lowered to the family's
         if given:
@@ -1400,7 +1410,7 @@ def encode_request(
     that are not an object, a tool call the next user turn gives no result for, an image
     of another type, of no data or of invalid base64, no message but system ones), for
     a tool whose parameters are not an object or hold a root `allOf` that cannot be folded
-    into the root, and for tools of one name.
+    into the root, and for tools of one name (the body option's among them).
     """
     encoder = _Encoder(request, profile, family, degradations, stream=stream, headers=headers)
     body = encoder.body()

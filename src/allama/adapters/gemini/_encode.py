@@ -56,7 +56,12 @@ from allama.adapters._http import (
     settings_as_sent,
 )
 from allama.adapters._rewrites import cached_rewrite
-from allama.adapters._tool_ids import repeated_tool_names, results_in_call_order
+from allama.adapters._tool_ids import (
+    option_tools,
+    repeated_in_body,
+    repeated_tool_names,
+    results_in_call_order,
+)
 from allama.adapters.gemini._capabilities import GeminiFamily, SchemaSurface, Thinking
 from allama.adapters.gemini._profile import GeminiProfile
 from allama.errors import InvalidRequestError
@@ -501,10 +506,12 @@ class _Encoder:
                 "responseSchema": {"type": "STRING", "enum": options},
             }
         if gives_tools(self.request, BODY_OPTION) and not self.family.json_with_tools:
+            # The 400 is Gemini's to function declarations, the request's or the body
+            # option's ("Function calling with a response mime type ... is unsupported").
             raise self.degradations.unsupported(
                 field,
                 f"{self.where} answers 400 to JSON output beside "
-                + ("function declarations" if self.request.tools else "its built-in tools"),
+                + ("function declarations" if self.declares() else "its built-in tools"),
             )
         if fmt.type == "json":
             return {"responseMimeType": "application/json"}
@@ -601,6 +608,12 @@ class _Encoder:
         if why is not None:
             raise self.invalid(why)
         return [{"functionDeclarations": [self.declaration(t) for t in self.request.tools]}]
+
+    def declares(self) -> bool:
+        """Whether function declarations go: the request's tools, or the body option's."""
+        extra = self.request.option_json(BODY_OPTION)
+        given = extra.get("tools") if isinstance(extra, dict) else None
+        return bool(self.request.tools) or bool(option_tools(BODY_OPTION, given))
 
     def declaration(self, tool: ToolDefinition) -> dict[str, Any]:
         # An object root, as the fields take: `{}` gets its `type`, a root `$ref` is
@@ -715,6 +728,17 @@ class _Encoder:
             body.update(given)
             ours = {"systemInstruction": system, "tools": tools, "toolConfig": tool_config}
             self.check_cache(body, ours)
+            # The option's declarations go after the request's, in their own tools: one name
+            # in both is answered 400 ("Duplicate function declaration found").
+            why = repeated_in_body(
+                body,
+                self.request.tools if tools is not None else (),
+                self.profile.display_name,
+                BODY_OPTION,
+                entries=len(tools or ()),
+            )
+            if why is not None:
+                raise self.invalid(why)
         if generation:
             body["generationConfig"] = generation
         return body
@@ -937,7 +961,8 @@ def encode_request(
     conversation it cannot take (tool call arguments that are not an object, a tool result
     answering no call, a call with no result before the next user turn, no message but
     system ones, a data URL that is not valid base64, an image of another type or of no
-    data) and for a tool whose parameters are not an object.
+    data), for a tool whose parameters are not an object, and for function declarations of
+    one name (the body option's among them).
     """
     encoder = _Encoder(request, profile, family, degradations, stream)
     body = encoder.body()

@@ -76,7 +76,7 @@ from allama.adapters._http import (
     settings_as_sent,
 )
 from allama.adapters._rewrites import cached_rewrite, unreported
-from allama.adapters._tool_ids import results_in_call_order
+from allama.adapters._tool_ids import repeated_in_body, results_in_call_order
 from allama.adapters.ollama._capabilities import OllamaFamily, Thinking
 from allama.adapters.ollama._parameters import inline_refs
 from allama.adapters.ollama._profile import OllamaProfile
@@ -567,6 +567,12 @@ class _Encoder:
             if think_replaced:
                 self.think_replaced(extra["think"])
             body.update(given)
+        # The body option's tools go after the request's: of two of one name, which one a
+        # call named could not be told.
+        ours = request.tools if tools is not None else ()
+        why = repeated_in_body(body, ours, self.profile.display_name, BODY_OPTION)
+        if why is not None:
+            raise self.invalid(why)
         if options:
             body["options"] = options
         return body
@@ -595,8 +601,8 @@ def encode_request(
     Raises `UnsupportedError` (stage `BEFORE_SENDING`) for what Ollama cannot honour under
     `UnsupportedPolicy.ERROR`; `InvalidRequestError` for a conversation it cannot take (tool
     call arguments that are not an object, an image data URL that is not valid base64, a
-    document data URL marked base64 that is not, an image of no data) and for a tool whose
-    parameters are not an object.
+    document data URL marked base64 that is not, an image of no data), for a tool whose
+    parameters are not an object, and for tools of one name.
     """
     encoder = _Encoder(request, profile, family, degradations, stream=stream)
     body = encoder.body()

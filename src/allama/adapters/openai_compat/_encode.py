@@ -39,6 +39,7 @@ from allama.adapters._tool_ids import (
     MISTRAL_IDS,
     limited_ids,
     mistral_model,
+    repeated_in_body,
     results_in_call_order,
     with_tool_ids,
 )
@@ -1383,7 +1384,18 @@ class _Encoder:
         if given:
             self.as_sent = self.settings_replaced(given, limit_field, max_tokens is None)
         body.update(given)
+        self.check_names(body, tools)
         return body
+
+    def check_names(self, body: dict[str, Any], tools: list[dict[str, Any]] | None) -> None:
+        """Refuse, before sending, tools of one name in `body` (`tools` allama's, sent
+        first): the request's, an extraction's and the body option's, after them. Answered
+        400 where the endpoint checks (DeepSeek: "Tool names must be unique"), and where it
+        does not, which tool a call named could not be told."""
+        ours = self.request.tools if tools is not None else ()
+        why = repeated_in_body(body, ours, self.profile.display_name, self.namespace)
+        if why is not None:
+            raise self.invalid(why)
 
     def strict_routing(self, option: Mapping[str, Any], routed: list[str]) -> dict[str, Any]:
         """OpenRouter's `provider` for a request whose answer hangs on a parameter an
@@ -1653,8 +1665,8 @@ def encode_request(
     Raises `UnsupportedError` (stage `BEFORE_SENDING`) for what the endpoint cannot honour
     under `UnsupportedPolicy.ERROR`; `InvalidRequestError` for input no endpoint takes (an
     image's or a document's data URL that cannot be read, text not in its charset, no
-    message) and for a tool call given no result where the endpoint needs one
-    (`needs_call_results`).
+    message), for a tool call given no result where the endpoint needs one
+    (`needs_call_results`), and for tools of one name (the body option's among them).
     """
     encoder = _Encoder(request, profile, family, degradations, stream=stream)
     body = encoder.body()

@@ -858,6 +858,7 @@ class _Encoder(_ChatEncoder):
                 self.option_replaced(RequestField.RESPONSE_FORMAT, where, theirs)
         if choice is not None and body.get("tool_choice") != choice:
             self.option_replaced(RequestField.TOOL_CHOICE, "tool_choice", body.get("tool_choice"))
+        self.check_names(body, tools)
         return body
 
 
@@ -929,8 +930,9 @@ def encode_request(
 
     Raises `UnsupportedError` (stage `BEFORE_SENDING`) for what the endpoint cannot honour
     under `UnsupportedPolicy.ERROR`; `InvalidRequestError` for input no endpoint takes (an
-    image's or a document's data URL that cannot be read, text not in its charset) and for a
-    tool call given no result anywhere in the input.
+    image's or a document's data URL that cannot be read, text not in its charset), for a
+    tool call given no result anywhere in the input, and for tools of one name (the body
+    option's among them).
     """
     encoder = _Encoder(request, profile, family, degradations, stream=stream)
     body = encoder.body()

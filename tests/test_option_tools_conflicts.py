@@ -1,0 +1,227 @@
+"""Function tools given in a body option are tools of the request's own: every provider is
+refused, before sending, two tools of one name over the request's and the option's (the
+option's go after them in one list), and an extraction refuses them as it refuses
+`request.tools`, in every mode; a provider's server tools (web search) still go beside an
+extraction's schema."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+import allama
+from _recording import provider
+from allama import ExtractionMode, Extractor
+from allama.errors import InvalidRequestError, UnsupportedError
+from allama.extract import EXTRACTION_TOOL, ToolConflictError
+from allama.types import ChatRequest, ResponseFormat, ToolDefinition
+
+WEATHER = ToolDefinition(
+    name="weather",
+    description="The weather in a city.",
+    parameters={"type": "object", "properties": {"city": {"type": "string"}}},
+)
+
+
+def _function(namespace: str, name: str) -> dict[str, Any]:
+    """A function tool named `name` as the body option `namespace` gives one."""
+    parameters = {"type": "object", "properties": {"q": {"type": "string"}}}
+    if namespace == "anthropic":
+        return {"name": name, "description": "mine", "input_schema": parameters}
+    if namespace == "gemini":
+        return {"functionDeclarations": [{"name": name, "parameters": parameters}]}
+    if namespace == "openai_responses":
+        return {"type": "function", "name": name, "parameters": parameters}
+    return {"type": "function", "function": {"name": name, "parameters": parameters}}
+
+
+# preset, model, the provider's options, its body option, its name in messages
+CASES: dict[str, tuple[str, str, dict[str, Any], str, str]] = {
+    "anthropic": ("anthropic", "claude-sonnet-4-5", {}, "anthropic", "Anthropic"),
+    "deepseek": ("deepseek", "deepseek-chat", {}, "openai_compat", "DeepSeek"),
+    "openai": ("openai", "gpt-4o", {}, "openai_compat", "OpenAI"),
+    "responses": ("openai", "gpt-4o", {"api": "responses"}, "openai_responses", "OpenAI"),
+    "gemini": ("gemini", "gemini-3-flash-preview", {}, "gemini", "Gemini"),
+    "ollama": ("ollama", "llama3.1", {}, "ollama", "Ollama"),
+}
+
+
+def _case(case: str) -> tuple[Any, Any, str, str, str]:
+    preset, model, options, namespace, display = CASES[case]
+    target, recorder = provider(preset, (200, {}), **options)
+    return target, recorder, model, namespace, display
+
+
+def _noun(namespace: str) -> str:
+    return "function declaration" if namespace == "gemini" else "tool"
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_an_option_tool_named_like_a_request_tool_is_refused_before_sending(case: str) -> None:
+    target, recorder, model, namespace, display = _case(case)
+    request = (
+        ChatRequest(model)
+        .user("Weather in Paris?")
+        .with_tools([WEATHER])
+        .with_option_json(namespace, {"tools": [_function(namespace, "weather")]})
+    )
+    with pytest.raises(InvalidRequestError) as caught:
+        target.chat(request)
+    assert caught.value.message == (
+        f"{display} takes each tool name once, and the tools sent repeat names (positions "
+        "count from 0): `weather` names the request's tool at position 0 and the "
+        f"{_noun(namespace)} at position 0 of `tools` in the body option `{namespace}`"
+    )
+    assert recorder.bodies == []
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_two_option_tools_of_one_name_are_refused_before_sending(case: str) -> None:
+    target, recorder, model, namespace, display = _case(case)
+    given = [_function(namespace, "lookup"), _function(namespace, "lookup")]
+    request = ChatRequest(model).user("Look it up.").with_option_json(namespace, {"tools": given})
+    with pytest.raises(InvalidRequestError) as caught:
+        target.chat(request)
+    assert caught.value.message == (
+        f"{display} takes each tool name once, and the tools sent repeat names (positions "
+        f"count from 0): `lookup` names the {_noun(namespace)}s at positions 0 and 1 of "
+        f"`tools` in the body option `{namespace}`"
+    )
+    assert recorder.bodies == []
+
+
+@pytest.mark.parametrize("case", ["deepseek", "openai", "responses", "ollama"])
+def test_request_tools_of_one_name_are_refused_on_every_wire(case: str) -> None:
+    target, recorder, model, _, display = _case(case)
+    with pytest.raises(InvalidRequestError) as caught:
+        target.chat(ChatRequest(model).user("Weather?").with_tools([WEATHER, WEATHER]))
+    assert caught.value.message == (
+        f"{display} takes each tool name once, and the request's tools repeat names "
+        "(positions count from 0): `weather` names the tools at positions 0 and 1"
+    )
+    assert recorder.bodies == []
+
+
+def test_a_server_tool_named_like_a_request_tool_is_refused_before_sending() -> None:
+    target, recorder, model, _, _ = _case("anthropic")
+    search = ToolDefinition(name="web_search", parameters={"type": "object", "properties": {}})
+    server = {"type": "web_search_20250305", "name": "web_search", "max_uses": 1}
+    request = (
+        ChatRequest(model)
+        .user("Search.")
+        .with_tools([WEATHER, search])
+        .with_option_json("anthropic", {"tools": [server]})
+    )
+    with pytest.raises(InvalidRequestError) as caught:
+        target.chat(request)
+    assert caught.value.message == (
+        "Anthropic takes each tool name once, and the tools sent repeat names (positions "
+        "count from 0): `web_search` names the request's tool at position 1 and the tool at "
+        "position 0 of `tools` in the body option `anthropic`"
+    )
+    assert recorder.bodies == []
+
+
+class Person(BaseModel):
+    name: str
+    age: int
+
+
+_MODES = [ExtractionMode.AUTO, ExtractionMode.NATIVE, ExtractionMode.FORCED_TOOL]
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("mode", _MODES, ids=lambda mode: mode.value)
+def test_an_extraction_refuses_an_options_function_tool_in_every_mode(
+    case: str, mode: ExtractionMode
+) -> None:
+    target, recorder, model, namespace, _ = _case(case)
+    request = (
+        ChatRequest(model)
+        .user("Ada, 36.")
+        .with_option(mode)
+        .with_option_json(namespace, {"tools": [_function(namespace, "lookup")]})
+    )
+    with pytest.raises(ToolConflictError) as caught:
+        allama.extract(target, Person, request)
+    assert caught.value.metadata.passes == 0
+    with pytest.raises(ToolConflictError):
+        Extractor().plan(target, Person, request)
+    with pytest.raises(ToolConflictError), Extractor().extract_stream(target, Person, request):
+        pass
+    assert recorder.bodies == []
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_forced_tool_extraction_refuses_an_option_tool_of_its_tools_name(case: str) -> None:
+    target, recorder, model, namespace, _ = _case(case)
+    request = (
+        ChatRequest(model)
+        .user("Ada, 36.")
+        .with_option(ExtractionMode.FORCED_TOOL)
+        .with_option_json(namespace, {"tools": [_function(namespace, EXTRACTION_TOOL)]})
+    )
+    with pytest.raises(ToolConflictError):
+        allama.extract(target, Person, request)
+    assert recorder.bodies == []
+
+
+def test_an_options_function_tool_refuses_an_extraction_on_any_provider() -> None:
+    """A request with tools of its own fails the same way wherever it goes: Anthropic's
+    option's function tool on OpenAI too, which would not send it."""
+    target, recorder, _, _, _ = _case("openai")
+    request = (
+        ChatRequest("gpt-4o")
+        .user("Ada, 36.")
+        .with_option_json("anthropic", {"tools": [_function("anthropic", "lookup")]})
+    )
+    with pytest.raises(ToolConflictError):
+        allama.extract(target, Person, request)
+    assert recorder.bodies == []
+
+
+ANTHROPIC_ANSWER = {
+    "id": "msg_1",
+    "type": "message",
+    "role": "assistant",
+    "model": "claude-sonnet-4-5",
+    "content": [{"type": "text", "text": '{"name": "Ada", "age": 36}'}],
+    "stop_reason": "end_turn",
+    "stop_sequence": None,
+    "usage": {"input_tokens": 10, "output_tokens": 5},
+}
+
+
+def test_a_native_extraction_beside_a_server_tool_is_sent() -> None:
+    anthropic, recorder = provider("anthropic", (200, ANTHROPIC_ANSWER))
+    server = {"type": "web_search_20250305", "name": "web_search", "max_uses": 1}
+    request = (
+        ChatRequest("claude-sonnet-4-5")
+        .user("Ada, 36.")
+        .with_option(ExtractionMode.NATIVE)
+        .with_option_json("anthropic", {"tools": [server]})
+    )
+    extracted = allama.extract(anthropic, Person, request)
+    assert extracted.value == Person(name="Ada", age=36)
+    assert recorder.bodies[0]["tools"] == [server]
+    assert recorder.bodies[0]["output_config"]["format"]["type"] == "json_schema"
+
+
+def test_gemini_2_5_json_output_beside_an_options_declarations_names_them() -> None:
+    """Gemini's 400 is to function declarations, whichever field gave them."""
+    gemini, recorder = provider("gemini", (200, {}))
+    request = (
+        ChatRequest("gemini-2.5-flash")
+        .user("Ada, 36.")
+        .with_response_format(ResponseFormat.json_object())
+        .with_option_json("gemini", {"tools": [_function("gemini", "lookup")]})
+    )
+    with pytest.raises(UnsupportedError) as caught:
+        gemini.chat(request)
+    assert caught.value.message == (
+        "cannot send `response_format`: `gemini-2.5-flash` on Gemini answers 400 to JSON output "
+        "beside function declarations"
+    )
+    assert recorder.bodies == []
