@@ -197,13 +197,17 @@ def test_a_container_the_caller_names_is_the_one_sent() -> None:
     assert body["container"] == "container_mine"
 
 
-def test_a_finished_turns_container_is_not_named_and_the_turn_goes_back_as_usual() -> None:
+def test_a_finished_turns_container_is_not_named_though_the_turn_goes_back_whole() -> None:
     older = {"id": "container_old", "expires_at": "2026-01-01T00:00:00Z"}
     ran = [RUN, {"type": "text", "text": "Done."}]
     first = decode_response(200, {}, json.dumps(_message(ran, container=older)).encode())
     second = decode_response(200, {}, json.dumps(_message(ran, container=CONTAINER)).encode())
-    # A turn that ended keeps only its container: it goes back as other turns do.
-    assert second.provider_value("anthropic", "resume") == {"container": CONTAINER}
+    # A turn that ended with server blocks goes back whole (the model goes on from what it
+    # ran), its container kept beside them.
+    assert second.provider_value("anthropic", "resume") == {
+        "container": CONTAINER,
+        "blocks": [RUN, 0],
+    }
     request = (
         ChatRequest(MODEL)
         .user("Write a file.")
@@ -216,7 +220,10 @@ def test_a_finished_turns_container_is_not_named_and_the_turn_goes_back_as_usual
     # Named only where code waits on tool calls: a container expires, and a request naming
     # an expired one is refused.
     assert "container" not in body
-    assert body["messages"][3] == {"role": "assistant", "content": "Done."}
+    assert body["messages"][3] == {
+        "role": "assistant",
+        "content": [RUN, {"type": "text", "text": "Done."}],
+    }
     assert warnings == []
 
 

@@ -227,6 +227,11 @@ def test_every_block_type_maps_to_its_block() -> None:
     assert response.provider_data == {
         "anthropic": {
             "server_blocks": [MIXED["content"][3], WEB_RESULT],
+            # It searched before its tool call: it goes back whole, the results with it.
+            "resume": {
+                "issuer": "anthropic",
+                "blocks": [0, 1, 2, MIXED["content"][3], WEB_RESULT, 3, 4],
+            },
             "usage_details": {"service_tier": "standard"},
         }
     }
@@ -722,6 +727,14 @@ def test_stream_events_in_order_with_dense_indices() -> None:
                 cache_write_tokens=20,
             )
         ),
+        ProviderDataEvent(
+            namespace="anthropic",
+            key="resume",
+            value={
+                "issuer": "anthropic",
+                "blocks": [0, 1, 2, MIXED["content"][3], WEB_RESULT, 3, 4],
+            },
+        ),
         Finish(finish_reason=FinishReason.TOOL_CALLS),
     ]
 
@@ -962,13 +975,8 @@ def test_an_unknown_block_keeps_its_streamed_text_and_citations() -> None:
     )
     response = collect(decode_stream(data))
     assert response.content == ()
-    assert response.provider_data == {
-        "anthropic": {
-            "server_blocks": [
-                {"type": "future_block", "text": "abc", "extra": 1, "citations": [citation]}
-            ]
-        }
-    }
+    block = {"type": "future_block", "text": "abc", "extra": 1, "citations": [citation]}
+    assert response.provider_data == {"anthropic": {"server_blocks": [block], "resume": [block]}}
 
 
 # Any message, streamed and split anywhere, collects to what its body decodes to.

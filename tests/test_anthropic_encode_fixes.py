@@ -845,7 +845,7 @@ def test_a_paused_turn_kept_without_its_issuer_still_goes_back_whole_to_anthropi
     assert [w for w in warnings if w.is_about(RequestField.MESSAGES)] == []
 
 
-def test_a_finished_turn_that_ran_code_goes_to_another_host_as_usual_without_a_warning() -> None:
+def test_a_finished_turn_that_ran_code_goes_to_another_host_without_its_server_blocks() -> None:
     thought = {"type": "thinking", "thinking": "Run it.", "signature": "sig_1"}
     ran = [thought, RUN, {"type": "text", "text": "Done."}]
     message = {
@@ -860,14 +860,22 @@ def test_a_finished_turn_that_ran_code_goes_to_another_host_as_usual_without_a_w
         "container": CONTAINER,
     }
     turn = _turn_from_anthropic(message, streamed=False)
-    assert turn.provider_data == {"anthropic": {"resume": {"container": CONTAINER}}}
+    # It goes back whole to Anthropic (the model goes on from what it ran), its container
+    # kept beside its blocks.
+    assert turn.provider_data == {
+        "anthropic": {
+            "resume": {"issuer": "anthropic", "container": CONTAINER, "blocks": [0, RUN, 1]}
+        }
+    }
     base_url, _, _ = OTHER_HOSTS["azure-anthropic"]
     target = allama.provider("azure-anthropic", api_key=KEY, base_url=base_url)
     request = ChatRequest(MODEL).user("Write a file.").push(turn).user("Read it.")
     http, warnings = target._prepare(request, stream=False)
     assert "container" not in http.body
     assert http.body["messages"][1] == {"role": "assistant", "content": "Done."}
-    assert [w for w in warnings if w.is_about(RequestField.MESSAGES)] == []
+    # Another host gets it without them, and is told so.
+    about = [w for w in warnings if w.is_about(RequestField.MESSAGES)]
+    assert len(about) == 1 and "without its server tool blocks" in about[0].message
 
 
 # An output limit above the family's

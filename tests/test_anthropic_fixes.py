@@ -259,8 +259,8 @@ def test_a_paused_turn_keeps_the_order_of_its_blocks_streamed_or_not() -> None:
     assert response.provider_value("anthropic", "resume") == [0, 1, SEARCH, RESULT, 2, SEARCH_2]
     assert response.provider_value("anthropic", "server_blocks") == [SEARCH, RESULT, SEARCH_2]
     assert _collect(decode_stream(_stream(message))) == response
-    # A turn that was not paused keeps no order to send back.
-    done = _decode(_message(PAUSED[:4]))
+    # A turn that was not paused, and holds no server blocks, keeps no order to send back.
+    done = _decode(_message([THINKING, {"type": "text", "text": "Done."}]))
     assert done.provider_value("anthropic", "resume") is None
     assert done.to_assistant_message() == AssistantMessage(content=done.content)
     assert "provider_data" not in done.to_assistant_message().to_json()
@@ -319,6 +319,71 @@ def test_the_recorded_paused_web_search_goes_back_as_it_came() -> None:
     server = [b for b in body["content"] if b["type"] not in ("text", "thinking")]
     assert [b for b in sent if b["type"] not in ("text", "thinking")] == server
     assert isinstance(paused.content[0], Reasoning) and isinstance(paused.content[1], TextPart)
+    # Byte for byte as it came, its signed thinking included.
+    assert json.dumps(sent, sort_keys=True) == json.dumps(body["content"], sort_keys=True)
+
+
+# A turn that searched, then called a tool of the caller's, goes back with its searches.
+
+CITED_TEXT: dict[str, Any] = {
+    "type": "text",
+    "text": "Found A; now saving.",
+    "citations": [
+        {
+            "type": "web_search_result_location",
+            "url": "https://a.example",
+            "title": "A",
+            "encrypted_index": "EI1",
+            "cited_text": "x",
+        }
+    ],
+}
+SAVE: dict[str, Any] = {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {"v": 1}}
+SEARCHED: list[dict[str, Any]] = [THINKING, SEARCH, RESULT, CITED_TEXT, SAVE]
+
+
+def test_a_turn_that_searched_before_its_tool_call_keeps_its_order_streamed_or_not() -> None:
+    message = _message(SEARCHED, "tool_use")
+    response = _decode(message)
+    assert response.provider_value("anthropic", "resume") == [0, SEARCH, RESULT, 1, 2]
+    assert _collect(decode_stream(_stream(message))) == response
+
+
+def test_a_turn_that_searched_before_its_tool_call_goes_back_with_its_results() -> None:
+    request = ChatRequest("claude-sonnet-4-5").user("Find and save.").with_tools([TOOL])
+    wire = _Wire(_message(SEARCHED, "tool_use"), _message([{"type": "text", "text": "Saved."}]))
+    searched = wire.provider.chat(request)
+    call = searched.tool_calls()[0]
+    done = wire.provider.chat(request.push(searched.to_assistant_message()).tool_result(call, "ok"))
+    assert wire.sent[-1]["messages"][1:] == [
+        {
+            "role": "assistant",
+            "content": [
+                THINKING,
+                SEARCH,
+                RESULT,
+                {"type": "text", "text": CITED_TEXT["text"]},
+                SAVE,
+            ],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}],
+        },
+    ]
+    assert _about(list(done.warnings), RequestField.MESSAGES) == []
+
+
+def test_a_finished_turn_that_searched_goes_back_with_its_results() -> None:
+    answered = [SEARCH, RESULT, CITED_TEXT]
+    request = ChatRequest("claude-sonnet-4-5").user("Find A.")
+    wire = _Wire(_message(answered), _message([{"type": "text", "text": "More."}]))
+    found = wire.provider.chat(request)
+    wire.provider.chat(request.push(found.to_assistant_message()).user("And more?"))
+    assert wire.sent[-1]["messages"][1] == {
+        "role": "assistant",
+        "content": [SEARCH, RESULT, {"type": "text", "text": CITED_TEXT["text"]}],
+    }
 
 
 # A native retry on a Claude that was sent no format: the retry turn shows the schema.

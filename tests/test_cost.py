@@ -1737,6 +1737,77 @@ def test_a_reported_cost_written_as_text_is_read() -> None:
     assert cost.source == "as openrouter reported, anthropic/claude-sonnet-4.5"
 
 
+# A call that searched the web through OpenRouter (its `web` plugin, an `:online` model).
+
+_SEARCHED = {"server_tool_use": {"web_search_requests": 2}}
+_WEB_FEE = "without its parts (`cost_details`, `is_byok`)"
+
+
+@pytest.mark.parametrize(
+    ("money", "told"),
+    [
+        ({"cost": 0.0235}, f"reported a total of 0.023500 {_WEB_FEE}"),
+        ({"cost": 0.0235, "is_byok": False}, f"reported a total of 0.023500 {_WEB_FEE}"),
+        ({}, "did not say what the call cost"),
+    ],
+)
+def test_a_web_search_openrouter_did_not_report_in_full_has_no_cost(
+    money: dict[str, Any], told: str
+) -> None:
+    from allama.adapters.openai_compat import decode_body
+    from allama.adapters.openai_compat._sse import decode_stream
+    from allama.stream import StreamCollector
+
+    usage = {"prompt_tokens": 1_000, "completion_tokens": 100, "total_tokens": 1_100, **money}
+    # OpenRouter says how many searches it ran: the tokens' list price would leave them out.
+    counted = _routed_body({**usage, **_SEARCHED}, "openai/gpt-4o")
+    decoded = decode_body(counted, provider="openrouter")
+    reason = (
+        f"openrouter billed 2 web searches beyond the tokens, which genai-prices has no "
+        f"price for, and {told}"
+    )
+    assert (record(decoded).cost, record(decoded).cost_missing) == (None, reason)
+    streamed = json.loads(counted)
+    chunk = {**streamed, "object": "chat.completion.chunk", "choices": []}
+    collector = StreamCollector()
+    collector.provider = "openrouter"
+    for event in decode_stream(f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n".encode()):
+        collector.push(event)
+    assert record(collector.finish()).cost_missing == reason
+    # An `:online` model (the body naming none, the one asked for is the response's).
+    online = json.loads(_routed_body(usage, "openai/gpt-4o"))
+    del online["model"]
+    decoded = decode_body(json.dumps(online), provider="openrouter", model="openai/gpt-4o:online")
+    assert record(decoded).cost_missing == (
+        "openai/gpt-4o:online searches the web on every call (OpenRouter's `web` plugin), "
+        f"billed per result beyond its tokens at prices genai-prices does not hold, and "
+        f"openrouter {told}"
+    )
+
+
+def test_a_web_search_openrouter_reported_in_full_costs_what_it_reported() -> None:
+    from allama.adapters.openai_compat import decode_body
+
+    money = {
+        "cost": 0.0235,
+        "is_byok": False,
+        "cost_details": {
+            "upstream_inference_cost": None,
+            "upstream_inference_prompt_cost": 0.0025,
+            "upstream_inference_completions_cost": 0.001,
+        },
+    }
+    usage = {"prompt_tokens": 1_000, "completion_tokens": 100, **money, **_SEARCHED}
+    for model in ("openai/gpt-4o:online", "openai/gpt-4o"):
+        decoded = decode_body(_routed_body(usage, model), provider="openrouter")
+        assert record(decoded).cost == Cost(
+            input=Decimal("0.0025"),
+            output=Decimal("0.001"),
+            total=Decimal("0.0235"),
+            source=f"as openrouter reported, {model}",
+        )
+
+
 def test_an_endpoint_of_ones_own_that_reports_its_cost_has_that_cost() -> None:
     from allama.adapters.openai_compat import decode_body
 

@@ -397,6 +397,65 @@ def test_the_callers_tools_are_refused_where_the_prompt_alone_holds_the_answer()
     assert provider.call_count == 0
 
 
+OPTION_CONFLICT = (
+    "{}: extraction cannot be combined with request tools, which the body option `{}` gives "
+    "as function tools in its `tools`; take them out of that option, or start a fresh "
+    "request from the messages"
+)
+LOOKUP = {"type": "object", "properties": {"q": {"type": "string"}}}
+OPTION_FUNCTIONS = {
+    "gemini": {"functionDeclarations": [{"name": "lookup", "parameters": LOOKUP}]},
+    "openai_compat": {"type": "function", "function": {"name": "lookup", "parameters": LOOKUP}},
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "model", "probabilities", "namespace"),
+    [
+        ("gemini", "gemini-2.0-flash", None, "gemini"),  # text/x.enum
+        ("llama-cpp", "m", None, "openai_compat"),  # a grammar
+        ("openai", "gpt-4", True, "openai_compat"),  # the options in the prompt
+        ("openai", "gpt-4o-2024-08-06", None, "openai_compat"),  # a JSON Schema enum
+    ],
+)
+def test_a_body_options_function_tools_are_refused_before_sending_on_every_path(
+    name: str, model: str, probabilities: bool | None, namespace: str
+) -> None:
+    """They are the caller's own as much as `tools` are: the plain paths would send them."""
+    provider, sent = serving(name, lambda _: pytest.fail("sent"))
+    request = (
+        ChatRequest(model)
+        .user("?")
+        .with_option_json(namespace, {"tools": [OPTION_FUNCTIONS[namespace]]})
+    )
+    with pytest.raises(ToolConflictError) as caught:
+        allama.decide(provider, Literal["a", "b"], request, probabilities=probabilities)
+    assert str(caught.value) == OPTION_CONFLICT.format(name, namespace)
+    assert caught.value.metadata.passes == 0
+    with pytest.raises(ToolConflictError):
+        asyncio.run(allama.adecide(provider, Literal["a", "b"], request))
+    assert sent == []
+
+
+def test_a_body_options_function_tools_are_refused_where_the_prompt_alone_holds_it() -> None:
+    provider = prompt_only("a")
+    tools = [OPTION_FUNCTIONS["openai_compat"]]
+    request = ChatRequest("m").user("?").with_option_json("openai_compat", {"tools": tools})
+    with pytest.raises(ToolConflictError) as caught:
+        allama.decide(provider, Literal["a", "b"], request)
+    assert str(caught.value) == OPTION_CONFLICT.format("mock", "openai_compat")
+    assert provider.call_count == 0
+
+
+def test_a_body_options_server_tool_goes_beside_a_decision() -> None:
+    """A provider's own tool (web search) is no tool of the caller's: the decision is sent."""
+    provider = prompt_only("a")
+    server = {"type": "web_search_preview"}
+    request = ChatRequest("m").user("?").with_option_json("openai_compat", {"tools": [server]})
+    assert allama.decide(provider, Literal["a", "b"], request).value == "a"
+    assert provider.call_count == 1
+
+
 def test_the_callers_response_format_is_replaced_on_the_plain_paths() -> None:
     asked = ChatRequest("gpt-4").user("?").with_response_format(ResponseFormat.json_object())
     # In the prompt: the answer is read as plain text, so none is sent (it was kept, and

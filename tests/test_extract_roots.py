@@ -177,6 +177,67 @@ def test_a_root_typed_as_a_list_of_one_object_is_not_wrapped(mode: ExtractionMod
     assert (schema["type"], schema["required"]) == ("object", ["name", "age"])
 
 
+class ListedScores(BaseModel):
+    """A root typed `["object"]` that OpenAI's strict subset cannot hold (a map): it goes
+    as given, without `strict`."""
+
+    model_config = ConfigDict(json_schema_extra={"type": ["object"]})
+
+    name: str
+    scores: dict[str, int]
+
+
+def _sent_schema(body: dict[str, Any]) -> dict[str, Any]:
+    if "tools" in body:
+        parameters: dict[str, Any] = body["tools"][0]["function"]["parameters"]
+        return parameters
+    schema: dict[str, Any] = body["response_format"]["json_schema"]["schema"]
+    return schema
+
+
+@pytest.mark.parametrize(
+    ("preset", "tp", "mode", "output"),
+    [
+        ("together", ListedPerson, ExtractionMode.FORCED_TOOL, {"name": "Ada", "age": 36}),
+        ("deepseek", ListedPerson, ExtractionMode.FORCED_TOOL, {"name": "Ada", "age": 36}),
+        ("openai", ListedScores, ExtractionMode.NATIVE, {"name": "Ada", "scores": {"x": 1}}),
+        ("openai", ListedScores, ExtractionMode.FORCED_TOOL, {"name": "Ada", "scores": {"x": 1}}),
+    ],
+    ids=["together-tool", "deepseek-tool", "openai-native", "openai-tool"],
+)
+def test_a_root_typed_as_a_list_of_one_object_goes_as_an_object_where_not_strict(
+    preset: str, tp: Any, mode: ExtractionMode, output: dict[str, Any]
+) -> None:
+    """Not wrapped, the root goes as the object it is where the schema goes as given, not
+    strict: `"type": "object"`, the form a tool's parameters are checked for."""
+    server = OpenAIServer(output)
+    extracted = allama.extract(server.provider(preset), tp, _request(mode))
+    assert extracted.value == tp.model_validate(output)
+    assert (extracted.metadata.mode, extracted.metadata.root_wrapped) == (mode, False)
+    schema = _sent_schema(server.bodies[0])
+    assert (schema["type"], schema["required"]) == ("object", list(output))
+    assert schema["properties"].keys() == output.keys()
+    assert tp.model_json_schema()["type"] == ["object"]  # the caller's schema is left as is
+
+
+def test_a_non_strict_response_format_and_tool_send_a_listed_object_root_as_an_object() -> None:
+    server = OpenAIServer({"name": "Ada", "age": 36})
+    schema = ListedPerson.model_json_schema()
+    tool = allama.ToolDefinition(name="person", parameters=schema)
+    request = (
+        ChatRequest("gpt-4o-2024-08-06")
+        .user("Ada, 36.")
+        .with_response_format(allama.ResponseFormat.for_schema(schema, name="p", strict=None))
+    )
+    server.provider().chat(request)
+    server.provider().chat(ChatRequest("gpt-4o-2024-08-06").user("Ada, 36.").with_tools([tool]))
+    sent_format = server.bodies[0]["response_format"]["json_schema"]
+    sent_tool = server.bodies[1]["tools"][0]["function"]
+    assert (sent_format["schema"]["type"], sent_format.get("strict")) == ("object", None)
+    assert (sent_tool["parameters"]["type"], sent_tool.get("strict")) == ("object", None)
+    assert schema["type"] == ["object"]
+
+
 def test_the_wrapped_names_stay_the_callers() -> None:
     server = OpenAIServer({"value": []})
     allama.extract(server.provider(), list[Person], _request())

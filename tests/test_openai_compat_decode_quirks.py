@@ -411,3 +411,60 @@ def test_a_body_with_a_lone_surrogate_that_is_no_completion_is_still_that_error(
         "the provider answered with a body that is not a chat completion: it has no `choices`"
     )
     assert error.retryable and error.context.body == sent
+
+
+# Groq's compound systems: the server-side tools they ran and each model's usage, kept
+
+EXECUTED = [
+    {
+        "index": 0,
+        "type": "search",
+        "arguments": '{"query": "Ada Lovelace"}',
+        "output": "Title: Ada Lovelace ...",
+        "search_results": {
+            "results": [{"title": "Ada", "url": "https://a.example", "content": "c", "score": 0.9}]
+        },
+    },
+    {"index": 1, "type": "python", "arguments": '{"code": "1+1"}', "output": "2"},
+]
+BREAKDOWN = {
+    "models": [
+        {
+            "model": "openai/gpt-oss-120b",
+            "usage": {"prompt_tokens": 3000, "completion_tokens": 300, "total_tokens": 3300},
+        },
+        {"model": "meta-llama/llama-4-scout", "usage": {"prompt_tokens": 500}},
+    ]
+}
+
+
+def compound(message: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    answer = body({"content": "Ada was born in 1815.", **message}, "stop")
+    return {**answer, "model": "groq/compound", "x_groq": {"id": "req_1"}, **extra}
+
+
+def test_groq_compounds_executed_tools_and_usage_breakdown_are_kept_verbatim() -> None:
+    sent = compound(
+        {"reasoning": "searching", "executed_tools": EXECUTED}, usage_breakdown=BREAKDOWN
+    )
+    target, _ = provider("groq", (200, sent))
+    answer: ChatResponse = target.chat(ChatRequest("groq/compound").user("Ada?"))
+    assert answer.text() == "Ada was born in 1815."
+    assert answer.provider_data == {
+        "groq": {"executed_tools": EXECUTED, "usage_breakdown": BREAKDOWN}
+    }
+    assert answer.usage == Usage(input_tokens=10, output_tokens=5)
+    assert answer.warnings == ()
+    assert ChatResponse.from_json(answer.to_json()) == answer
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [{}, {"executed_tools": [], "usage_breakdown": None}, {"usage_breakdown": {}}],
+    ids=["absent", "empty-list-null", "empty-breakdown"],
+)
+def test_groq_compound_fields_that_say_nothing_leave_no_key(extra: dict[str, Any]) -> None:
+    tools = {"executed_tools": extra["executed_tools"]} if "executed_tools" in extra else {}
+    breakdown = {k: v for k, v in extra.items() if k == "usage_breakdown"}
+    answer = decode_body(json.dumps(compound(tools, **breakdown)), provider="groq")
+    assert answer.provider_data == {}

@@ -16,7 +16,14 @@ from _recording import provider
 from allama import ExtractionMode, Extractor
 from allama.errors import InvalidRequestError, UnsupportedError
 from allama.extract import EXTRACTION_TOOL, ToolConflictError
-from allama.types import ChatRequest, ResponseFormat, ToolDefinition
+from allama.mock import MockProvider
+from allama.types import (
+    CapabilitySupport,
+    ChatCapability,
+    ChatRequest,
+    ResponseFormat,
+    ToolDefinition,
+)
 
 WEATHER = ToolDefinition(
     name="weather",
@@ -225,3 +232,104 @@ def test_gemini_2_5_json_output_beside_an_options_declarations_names_them() -> N
         "beside function declarations"
     )
     assert recorder.bodies == []
+
+
+# The conflict says where the tools came from, and is raised before any capability look-up.
+
+
+def _conflict(provider: str, namespace: str) -> str:
+    return (
+        f"{provider}: extraction cannot be combined with request tools, which the body option "
+        f"`{namespace}` gives as function tools in its `tools`; take them out of that option, "
+        "or start a fresh request from the messages"
+    )
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_conflict_names_the_body_option_that_gives_the_tools(case: str) -> None:
+    target, recorder, model, namespace, _ = _case(case)
+    request = (
+        ChatRequest(model)
+        .user("Ada, 36.")
+        .with_option_json(namespace, {"tools": [_function(namespace, "lookup")]})
+    )
+    with pytest.raises(ToolConflictError) as caught:
+        allama.extract(target, Person, request)
+    assert str(caught.value) == _conflict(target.name, namespace)
+    assert (caught.value.request_tools, caught.value.option_tools) == (False, [namespace])
+    restored = allama.Error.from_dict(caught.value.to_dict())
+    assert isinstance(restored, ToolConflictError)
+    assert str(restored) == str(caught.value)
+    with pytest.raises(ToolConflictError) as planned:
+        Extractor().plan(target, Person, request)
+    assert str(planned.value) == _conflict(target.name, namespace)
+    assert recorder.bodies == []
+
+
+def test_the_conflict_names_the_request_tools_and_every_option_that_gives_some() -> None:
+    target, recorder, _, _, _ = _case("openai")
+    server = {"type": "web_search_preview"}
+    request = (
+        ChatRequest("gpt-4o")
+        .user("Ada, 36.")
+        .with_tools([WEATHER])
+        .with_option_json("openai_compat", {"tools": [_function("openai_compat", "lookup")]})
+        .with_option_json("anthropic", {"tools": [_function("anthropic", "lookup")]})
+        .with_option_json("openai_responses", {"tools": [server]})  # a server tool: none
+    )
+    with pytest.raises(ToolConflictError) as caught:
+        allama.extract(target, Person, request)
+    assert str(caught.value) == (
+        "openai: extraction cannot be combined with request tools, which the request gives "
+        "in `tools` and the body options `anthropic` and `openai_compat` as function tools "
+        "in their `tools`; clear `tools` and `tool_choice` and take the function tools out "
+        "of those options, or start a fresh request from the messages"
+    )
+    assert recorder.bodies == []
+
+
+def test_request_tools_alone_are_named_as_before() -> None:
+    target, _, _, _, _ = _case("openai")
+    request = ChatRequest("gpt-4o").user("Ada, 36.").with_tools([WEATHER])
+    with pytest.raises(ToolConflictError) as caught:
+        allama.extract(target, Person, request)
+    assert str(caught.value) == (
+        "openai: extraction cannot be combined with request tools; clear `tools` and "
+        "`tool_choice`, or start a fresh request from the messages"
+    )
+
+
+class _Asked(MockProvider):
+    """A scripted provider that keeps the capability questions it is asked."""
+
+    def __init__(self) -> None:
+        super().__init__(['{"value": [1]}'])
+        self.asked: list[ChatCapability] = []
+
+    def chat_capability(self, model: str, capability: ChatCapability) -> CapabilitySupport:
+        self.asked.append(capability)
+        return super().chat_capability(model, capability)
+
+
+@pytest.mark.parametrize("mode", [ExtractionMode.NATIVE, ExtractionMode.FORCED_TOOL])
+def test_an_options_function_tool_is_refused_before_any_capability_is_asked(
+    mode: ExtractionMode,
+) -> None:
+    """As `request.tools` are: a mode given asks nothing before the conflict (the root's
+    capability, whether the type must be wrapped, is not looked up)."""
+    mock = _Asked()
+    request = (
+        ChatRequest("m")
+        .user("1")
+        .with_option(mode)
+        .with_option_json("openai_compat", {"tools": [_function("openai_compat", "lookup")]})
+    )
+    for run in (
+        lambda: allama.extract(mock, list[int], request),
+        lambda: Extractor().plan(mock, list[int], request),
+    ):
+        with pytest.raises(ToolConflictError) as caught:
+            run()
+        assert mock.asked == []
+        assert str(caught.value) == _conflict("mock", "openai_compat")
+    assert mock.call_count == 0

@@ -65,7 +65,10 @@ What a provider says a call cost is its cost where it says it in full: OpenRoute
 upstream key, the upstream's charge beside OpenRouter's fee), is what the router billed,
 whichever upstream served the call, so it is taken rather than genai-prices' list price
 (`source` reads `as openrouter reported, <model>`). Given without its parts, or as xAI's
-total alone, the usage is priced by genai-prices as any other's (xAI's total where it is
+total alone, the usage is priced by genai-prices as any other's, except a call that searched
+the web through OpenRouter (the model it names is an `:online` one, or its usage counts web
+searches), billed per result beyond its tokens at prices genai-prices does not hold, which
+has no cost, with the reason (xAI's total where it is
 that price: no cost where it is not, as xAI's bill above 128,000 tokens; without one, a
 request to Grok 4, 4 Fast or 4.1 Fast above 128,000 input tokens has no cost, billed at
 long-context rates genai-prices does not hold for them), unless xAI says it ran
@@ -599,6 +602,9 @@ def _price_charge(
     reason = _reason_before_lookup(provider, model, usage)
     if reason:
         return reason
+    reason = _searched_unreported(provider, model, money)
+    if reason:
+        return reason
     if tier == PROVISIONED_THROUGHPUT:
         return "served by provisioned throughput, billed by its reservation rather than by token"
     reason = _unpriceable(extras)
@@ -1091,6 +1097,45 @@ def _reported(
         ref,
         label,
     )
+
+
+def _searched_unreported(provider: str | None, model: str | None, money: Mapping[str, Any]) -> str:
+    """Why a call that searched the web through OpenRouter (an `:online` model, or a usage
+    that counts its web searches) has no cost, where what it cost was not reported in full
+    (`_reported`: those are taken first); ``""`` for any other call. The searches are billed
+    per result beyond the tokens, at prices genai-prices does not hold, and a total without
+    its parts may be a fee alone (a call on one's own upstream key): the tokens' list price
+    would leave them out."""
+    tools = money.get(_ROUTER_TOOLS)
+    searches = tools.get("web_search_requests") if isinstance(tools, dict) else None
+    counted = type(searches) is int and searches > 0
+    if not counted and not (model and _ONLINE.search(model)):
+        return ""
+    who = provider or "the provider"
+    cost = _reported_amount(money.get("cost"))
+    told = (
+        "did not say what the call cost"
+        if cost is None
+        else f"reported a total of {dollars(cost)} without its parts (`cost_details`, `is_byok`)"
+    )
+    if counted:
+        return (
+            f"{who} billed {searches} web search{'' if searches == 1 else 'es'} beyond the "
+            f"tokens, which genai-prices has no price for, and {told}"
+        )
+    return (
+        f"{model} searches the web on every call (OpenRouter's `web` plugin), billed per "
+        f"result beyond its tokens at prices genai-prices does not hold, and {who} {told}"
+    )
+
+
+_ROUTER_TOOLS = "server_tool_use"
+"""Where OpenRouter's usage counts the server-side tool calls it ran (`web_search_requests`),
+kept with its money fields (`USAGE_COST_KEY`) by the Chat Completions adapter."""
+
+_ONLINE = re.compile(r":online$")
+"""OpenRouter's variant of a model that searches the web on every call (`openai/gpt-4o:online`,
+its `web` plugin), billed per result beside the tokens."""
 
 
 def _reported_amount(value: Any) -> Decimal | None:

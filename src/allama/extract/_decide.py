@@ -210,8 +210,11 @@ def decide_steps(
     """One decision with its retries: yields each request, receives each outcome."""
     requested = requested_mode(request, provider.name)
     strategy, mode = _strategy(provider, request, requested)
-    if request.tools:  # refused before sending, as extraction refuses them, in every strategy
-        raise ToolConflictError(provider=provider.name, metadata=ExtractionMetadata.new(mode))
+    # The caller's own tools (`tools`, a body option's function tools) are refused before
+    # sending, as extraction refuses them, in every strategy: the plain ones would send them.
+    conflict = ToolConflictError.of(provider.name, request, mode)
+    if conflict is not None:
+        raise conflict
     _check_stops(provider, request, options, in_json=strategy == _Strategy.EXTRACT)
     logprobs = _logprobs_plan(provider, request, mode, strategy, probabilities)
     asked = _instructed(request, options, plain=strategy != _Strategy.EXTRACT)

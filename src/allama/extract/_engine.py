@@ -28,6 +28,7 @@ from allama.extract._errors import (
     EnforcementBelowError,
     ModeUnsupportedError,
     ParseError,
+    ToolConflictError,
     _Failure,
 )
 from allama.extract._metadata import (
@@ -255,14 +256,19 @@ class _Start:
         cls, provider: ChatProvider, tp: Any, request: ChatRequest, name: str | None = None
     ) -> _Start:
         """Raises before anything is sent: tools of the request's own, or no mode to pick.
-        `name` names the type in messages in place of its label (`Target.name`)."""
+        `name` names the type in messages in place of its label (`Target.name`).
+
+        The tools are refused here, before the root's capability is asked for
+        (`target()`): those of `request.tools` and the function tools of a body option,
+        named where they are (`ToolConflictError.of`, the rule `Target.derive` keeps)."""
         base = Target.of(tp, provider.name, request.model, name)
         requested = requested_mode(request, provider.name)
         mode, guessed = select_mode(provider, request, requested)
         if mode is ExtractionMode.AUTO:  # no mode to pick: clearing the tools would not help
             raise _unsupported(base, mode)
-        if request.tools:
-            base.derive(request, mode)  # raises the tool conflict in every mode
+        conflict = ToolConflictError.of(base.provider, request, mode)
+        if conflict is not None:  # in every mode
+            raise conflict
         return cls(tp, base, provider, requested, guessed, ExtractionMetadata.new(mode))
 
     def target(self) -> Target:

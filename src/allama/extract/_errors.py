@@ -15,10 +15,11 @@ from typing import Any, ClassVar, Self
 
 from pydantic import JsonValue
 
+from allama.adapters._tool_ids import own_option_tools
 from allama.errors import EXTRACTION_METADATA_KEY, ExtractionError, MessageOrigin
 from allama.extract._metadata import ExtractionMetadata
 from allama.extract._mode import ExtractionMode, SchemaEnforcement
-from allama.types import ChatResponse, FinishReason
+from allama.types import ChatRequest, ChatResponse, FinishReason
 from allama.types._redact import withheld
 
 EXTRACTION_TOOL = "submit_structured_output"
@@ -136,17 +137,64 @@ class ModeUnsupportedError(_Failure):
 
 
 class ToolConflictError(_Failure):
-    """The request carries tools of its own, which extraction refuses in every mode.
+    """The request carries tools of its own, which extraction refuses in every mode: in
+    `tools`, or as function tools in a body option's `tools` (`option_tools` names those
+    options).
 
-    Clear them (`request.without_tools()`) or start a fresh request from the messages.
+    Clear them (`request.without_tools()`, the option's `tools`) or start a fresh request
+    from the messages.
     """
 
     kind = "extraction_tool_conflict"
+    _field_names = ("request_tools", "option_tools")
+    request_tools: bool | None
+    """Whether `request.tools` has tools; `None` (a conflict not told where) reads as yes."""
+    option_tools: list[str] | None
+    """The body options (`openai_compat`, `anthropic`) that give function tools."""
+
+    @classmethod
+    def of(
+        cls, provider: str, request: ChatRequest, mode: ExtractionMode
+    ) -> ToolConflictError | None:
+        """The conflict of `request`'s own tools with an extraction in `mode`, naming where
+        they are, or `None` where it has none. A body option's function and custom tools are
+        its own as much as `request.tools` are (`own_option_tools`): sent beside the schema,
+        the model could call one in place of answering."""
+        given = sorted(
+            namespace
+            for namespace, value in request.options.items()
+            if isinstance(value, dict)
+            and value.get("tools")
+            and own_option_tools(ChatRequest(request.model).with_option_json(namespace, value))
+        )
+        if not request.tools and not given:
+            return None
+        return cls(
+            provider=provider,
+            metadata=ExtractionMetadata.new(mode),
+            request_tools=bool(request.tools),
+            option_tools=given or None,
+        )
 
     def _describe(self) -> str:
+        start = f"{self.provider_name}: extraction cannot be combined with request tools"
+        fresh = "or start a fresh request from the messages"
+        if not self.option_tools:
+            return f"{start}; clear `tools` and `tool_choice`, {fresh}"
+        many = len(self.option_tools) > 1
+        *first, last = (f"`{namespace}`" for namespace in self.option_tools)
+        named = f"{', '.join(first)} and {last}" if first else last
+        options = f"the body option{'s' if many else ''} {named}"
+        gives = f"as function tools in {'their' if many else 'its'} `tools`"
+        there = "those options" if many else "that option"
+        if self.request_tools is False:
+            return (
+                f"{start}, which {options} give{'' if many else 's'} {gives}; take them out "
+                f"of {there}, {fresh}"
+            )
         return (
-            f"{self.provider_name}: extraction cannot be combined with request tools; clear "
-            "`tools` and `tool_choice`, or start a fresh request from the messages"
+            f"{start}, which the request gives in `tools` and {options} {gives}; clear "
+            f"`tools` and `tool_choice` and take the function tools out of {there}, {fresh}"
         )
 
 

@@ -3,11 +3,13 @@
 The body is read once by pydantic-core's JSON parser into plain data, so that blocks allama
 has no type for (server tools and their results, types added later) can be kept verbatim:
 they go, in order, under `provider_data["anthropic"]["server_blocks"]`, never into the text.
-A paused turn (`pause_turn`) also keeps the order of all its blocks under `resume`, so that
-`to_assistant_message()` sends it back whole, as Anthropic needs to continue it; so does a
-turn with a tool call made from code execution (a `tool_use` with a `caller`: the code waits
-on its result), the caller kept beside the call's index. The code execution container a
-message names is kept verbatim under `container`, and under `resume` (then
+A turn that holds such blocks, or was paused (`pause_turn`), also keeps the order of all its
+blocks under `resume`, so that `to_assistant_message()` sends it back whole: Anthropic
+continues a paused turn only so, and the model goes on from a search (before a tool call or
+an answer) only with its results; so does a turn with a tool call made from code execution
+(a `tool_use` with a `caller`: the code waits on its result), the caller kept beside the
+call's index. The code execution container a message names is kept verbatim under
+`container`, and under `resume` (then
 `{"container": ..., "blocks": [...]}`, `blocks` only for a turn that goes back whole): the
 next request names it where the turn's code waits on tool calls, continued only there.
 `thinking` and `redacted_thinking` become reasoning blocks with their signature or data kept
@@ -269,10 +271,14 @@ def resume_of(
     issuer: str | None = None,
 ) -> JsonValue | None:
     """What `to_assistant_message()` carries for Anthropic to continue the turn: its blocks'
-    order when it goes back whole (paused, or its code execution waits on a tool call),
-    and the container it ran in, which the next request names; with the provider that
-    issued the turn (`ISSUER_KEY`), where one is named, since they go back there alone."""
-    whole = paused or any(isinstance(item, dict) and "index" in item for item in layout)
+    order when it goes back whole (paused, its code execution waits on a tool call, or it
+    holds server blocks: the searches and results the model goes on from, which a turn sent
+    back without them loses), and the container it ran in, which the next request names;
+    with the provider that issued the turn (`ISSUER_KEY`), where one is named, since they go
+    back there alone."""
+    whole = paused or any(
+        isinstance(item, dict) and ("index" in item or "type" in item) for item in layout
+    )
     if not whole:
         return None if container is None else {"container": container}
     if container is None and issuer is None:

@@ -27,8 +27,11 @@ OpenAI's audio models, billed at audio prices) under `AUDIO_TOKENS_KEY`, by gena
 names (`input_audio_tokens`, `output_audio_tokens`), each a part of the count `Usage` has for
 its direction; Azure's content-filter verdicts on an answer it let through, and on its
 prompt, where one notes something (`CONTENT_FILTER_RESULTS_KEY`,
-`PROMPT_FILTER_RESULTS_KEY`). An empty or absent list, or a usage without those fields (or
-with no audio tokens), leaves no key; a plain answer costs a few lookups in `model_extra`
+`PROMPT_FILTER_RESULTS_KEY`); Groq's compound systems' `message.executed_tools` (the
+searches and code runs the server made, with their results) under `EXECUTED_TOOLS_KEY`, and
+the `usage_breakdown` beside the usage (each model's tokens) under `USAGE_BREAKDOWN_KEY`. An
+empty or absent list, or a usage without those fields (or with no audio tokens), leaves no
+key; a plain answer costs a few lookups in `model_extra`
 (OpenAI sends `"annotations": []` on every message).
 
 Log-probabilities (`choices[].logprobs.content`) are read whole or not at all, with a warning
@@ -97,12 +100,14 @@ __all__ = [
     "ANNOTATIONS_KEY",
     "AUDIO_TOKENS_KEY",
     "CONTENT_FILTER_RESULTS_KEY",
+    "EXECUTED_TOOLS_KEY",
     "INTERRUPTED",
     "LONE_SURROGATES",
     "MERGED_LOGPROBS",
     "OTHER_CHOICES_KEY",
     "PROMPT_FILTER_RESULTS_KEY",
     "REASONING_DETAILS_KEY",
+    "USAGE_BREAKDOWN_KEY",
     "USAGE_COST_KEY",
     "audio_tokens_of",
     "choice_error",
@@ -117,6 +122,7 @@ __all__ = [
     "other_choice",
     "reasoning_text",
     "unread_choices",
+    "usage_breakdown",
     "usage_cost",
     "usage_of",
 ]
@@ -135,6 +141,16 @@ answer says what the filter flagged under `DECLINE_EXPLANATION_KEY` instead."""
 PROMPT_FILTER_RESULTS_KEY = "prompt_filter_results"
 """Azure's content-filter verdicts on the prompt, verbatim (a list by `prompt_index`), kept
 where one notes something (a jailbreak attempt `detected` and let through)."""
+
+EXECUTED_TOOLS_KEY = "executed_tools"
+"""Groq's compound systems' `message.executed_tools`, verbatim: a list, in order, of the
+server-side tools the system ran for the answer (`{"index", "type", "arguments", "output",
+"search_results", "code_results", "browser_results"}`), the only place their results are
+given."""
+
+USAGE_BREAKDOWN_KEY = "usage_breakdown"
+"""Groq's compound systems' `usage_breakdown`, verbatim (`{"models": [{"model", "usage"}]}`):
+the tokens of each model the system ran, beside the usage it reports for the request."""
 
 OTHER_CHOICES_KEY = "other_choices"
 """The choices after the first, which allama does not read: a list, by index, of
@@ -267,8 +283,24 @@ def audio_tokens_of(usage: WireUsage) -> dict[str, int] | None:
 
 
 def usage_cost(usage: WireUsage) -> dict[str, Any] | None:
-    """The money fields of a usage (`USAGE_COST_KEY`), verbatim; `None` when it has none."""
-    return money_fields(usage.model_extra)
+    """The money fields of a usage (`USAGE_COST_KEY`), verbatim, with OpenRouter's
+    `server_tool_use` where it counts web searches (billed beyond the tokens: a call that
+    made them has no cost by the tokens' list price, `allama._prices`); `None` when it has
+    none."""
+    money = money_fields(usage.model_extra)
+    tools = (usage.model_extra or {}).get("server_tool_use")
+    searches = tools.get("web_search_requests") if isinstance(tools, dict) else None
+    if type(searches) is int and searches > 0:
+        money = {**(money or {}), "server_tool_use": tools}
+    return money
+
+
+def usage_breakdown(extra: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The `usage_breakdown` among `extra` (a body's extra fields; a stream's final chunk
+    gives it in its `x_groq`), verbatim (`USAGE_BREAKDOWN_KEY`); `None` where there is none,
+    or an empty one."""
+    value = extra.get("usage_breakdown") if extra else None
+    return value if isinstance(value, dict) and value else None
 
 
 def kept_list(extra: dict[str, Any] | None, name: str) -> list[Any] | None:
@@ -701,6 +733,9 @@ def decode_body(
         details = kept_list(message_extra, "reasoning_details")
         if details is not None:
             kept[REASONING_DETAILS_KEY] = details
+        executed = kept_list(message_extra, "executed_tools")
+        if executed is not None:
+            kept[EXECUTED_TOOLS_KEY] = executed
     if wire.usage is not None:
         cost = usage_cost(wire.usage)
         if cost is not None:
@@ -712,6 +747,9 @@ def decode_body(
         tier = service_tier_of(wire.model_extra.get("service_tier"))
         if tier is not None:
             kept[SERVICE_TIER_KEY] = tier
+        breakdown = usage_breakdown(wire.model_extra)
+        if breakdown is not None:
+            kept[USAGE_BREAKDOWN_KEY] = breakdown
     if len(wire.choices) > 1:
         # `n` above 1: the others are paid for (their tokens are in the usage), not read.
         others = sorted((c for c in wire.choices if c is not choice), key=lambda c: c.index)

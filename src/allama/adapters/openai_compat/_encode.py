@@ -591,7 +591,7 @@ class _Encoder:
                         "and its arguments follow the schema as far as the model does",
                     )
         parameters = self.without_schema_ids(parameters, RequestField.TOOLS, f"tool `{tool.name}`")
-        parameters = self.in_taken_shapes(parameters, f"tool `{tool.name}`")
+        parameters = _object_typed(self.in_taken_shapes(parameters, f"tool `{tool.name}`"))
         function = _present(
             name=tool.name, description=tool.description, parameters=parameters, strict=strict
         )
@@ -1050,7 +1050,7 @@ class _Encoder:
                     self.profile.response_dialect, schema, field, subject
                 )
         schema = self.without_schema_ids(schema, field, subject)
-        schema = self.in_taken_shapes(schema, subject)
+        schema = _object_typed(self.in_taken_shapes(schema, subject))
         if self.profile.json_schema_shape == "raw":
             return {"type": "json_schema", "json_schema": schema}
         body: dict[str, Any] = {"name": name, "schema": schema}
@@ -1501,6 +1501,18 @@ _LIMIT_FIELDS = ("max_completion_tokens", "max_tokens")
 _FUNCTION_TYPES = ("function", "custom")
 """The tool types a model with no function calling is not sent (the body option's others
 are the model's built-in tools)."""
+
+
+def _object_typed(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` with a root `"type": ["object"]` written `"object"`: the same type, as a
+    list of one, which an extraction sends unwrapped (`object_rooted`). A strict rewrite
+    writes it so already (`Engine.object_root`); a schema that goes as given (not strict,
+    or one the strict subset cannot hold: Together's, DeepSeek's and Fireworks' forced
+    tools) goes in the form endpoints check a root for, as every other tool wire sends it
+    (`object_parameters`)."""
+    if schema.get("type") != ["object"]:
+        return schema
+    return {**schema, "type": "object"}
 
 
 _TAKEN_SHAPES = "xai_shapes"
