@@ -5,7 +5,10 @@ on Claude 3.7 Sonnet, up to 128,000 tokens ("no effect" on Claude 4); the batch-
 `output-300k-2026-03-24` not on a call. A family that takes `temperature` or `top_p`, not
 both, gets one even where the request gives one and the body option the other. A body
 option's thinking budget below 1024 ("Input should be greater than or equal to 1024") is
-raised to 1024 where it fits below `max_tokens`, else left out as one above it is.
+raised to 1024 where it fits below `max_tokens`, else left out as one above it is. Server
+tools the body option gives (web search) cannot run beside a tool call the request forces
+(Anthropic prefills the answer with it): said on `tool_choice`, refused under
+`UnsupportedPolicy.ERROR`.
 """
 
 from __future__ import annotations
@@ -13,11 +16,20 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
+from tests._recording import provider
 
 import allama
-from allama import ChatRequest
+from allama import ChatRequest, ExtractionMode, Extractor
 from allama.errors import UnsupportedError
-from allama.types import RequestField, UnsupportedPolicy, WarningKind
+from allama.types import (
+    RequestField,
+    ToolChoice,
+    ToolDefinition,
+    UnsupportedPolicy,
+    Warning,
+    WarningKind,
+)
 
 KEY = "sk-ant-test-1234"
 MODEL = "claude-sonnet-4-5"
@@ -336,3 +348,120 @@ def test_an_options_budget_below_1024_beside_its_own_max_tokens() -> None:
             "`max_tokens` (1000); both were sent as given"
         )
     ]
+
+
+# Server tools beside a forced tool call
+
+
+class Answer(BaseModel):
+    answer: str
+
+
+SEARCH: dict[str, Any] = {"type": "web_search_20250305", "name": "web_search", "max_uses": 3}
+SUBMITTED = {
+    "id": "msg_1",
+    "type": "message",
+    "role": "assistant",
+    "model": MODEL,
+    "content": [
+        {
+            "type": "tool_use",
+            "id": "toolu_1",
+            "name": "submit_structured_output",
+            "input": {"answer": "x"},
+        }
+    ],
+    "stop_reason": "tool_use",
+    "stop_sequence": None,
+    "usage": {"input_tokens": 10, "output_tokens": 5},
+}
+
+
+def _unrun(choice: str, names: str) -> str:
+    return (
+        f"Anthropic forces a tool call (`tool_choice` `{choice}`) by prefilling the answer "
+        f"with it, so the server tools the body option `anthropic` gives ({names}) cannot run"
+    )
+
+
+UNRUN = Warning.unsupported(
+    RequestField.TOOL_CHOICE,
+    f"{_unrun('tool', '`web_search`')}; they were sent all the same, and the answer does not "
+    "draw on them",
+).with_provider("anthropic")
+
+
+@pytest.mark.parametrize(
+    ("model", "mode"),
+    [
+        (MODEL, ExtractionMode.FORCED_TOOL),
+        # No structured outputs: automatic extraction forces its tool.
+        ("claude-opus-4-1", ExtractionMode.AUTO),
+    ],
+)
+def test_an_extraction_forcing_its_tool_says_the_options_server_tools_cannot_run(
+    model: str, mode: ExtractionMode
+) -> None:
+    """The search never runs: the answer is the model's own knowledge. The record notes it
+    (its tool choice), where it said nothing, and the plan does too."""
+    target, server = provider("anthropic", (200, {**SUBMITTED, "model": model}))
+    request = (
+        ChatRequest(model)
+        .user("search the web for x")
+        .with_option(mode)
+        .with_option_json("anthropic", {"tools": [SEARCH]})
+    )
+    result = allama.extract(target, Answer, request)
+    assert result.value == Answer(answer="x")
+    assert server.bodies[0]["tools"][1] == SEARCH
+    assert server.bodies[0]["tool_choice"]["type"] == "tool"
+    assert UNRUN in result.response.warnings
+    assert result.metadata.mode is ExtractionMode.FORCED_TOOL
+    assert result.metadata.notes == [UNRUN]
+    assert Extractor().plan(target, Answer, request).notes == (UNRUN,)
+
+
+def test_under_error_an_extraction_beside_server_tools_is_refused_before_sending() -> None:
+    target, server = provider("anthropic", (200, SUBMITTED))
+    request = (
+        ChatRequest(MODEL)
+        .user("search the web for x")
+        .with_option(ExtractionMode.FORCED_TOOL)
+        .with_option_json("anthropic", {"tools": [SEARCH]})
+        .with_unsupported_policy(UnsupportedPolicy.ERROR)
+    )
+    with pytest.raises(UnsupportedError) as caught:
+        allama.extract(target, Answer, request)
+    assert str(caught.value) == f"cannot send `tool_choice`: {_unrun('tool', '`web_search`')}"
+    assert server.bodies == []
+
+
+GET = ToolDefinition(name="get", parameters={"type": "object", "properties": {}})
+FETCH: dict[str, Any] = {"type": "web_fetch_20250910", "name": "web_fetch"}
+BASH: dict[str, Any] = {"type": "bash_20250124", "name": "bash"}
+
+
+@pytest.mark.parametrize(
+    ("choice", "tools", "said"),
+    [
+        (ToolChoice.required(), [SEARCH, FETCH], _unrun("any", "`web_search`, `web_fetch`")),
+        (ToolChoice.tool("get"), [SEARCH, BASH], _unrun("tool", "`web_search`")),
+        (ToolChoice.auto(), [SEARCH], None),  # the model may search first
+        (ToolChoice.tool("get"), [BASH], None),  # the caller's to run, as `get` is
+    ],
+    ids=["any", "named", "auto", "client tool"],
+)
+def test_a_forced_tool_choice_beside_server_tools_is_said_on_tool_choice(
+    choice: ToolChoice, tools: list[dict[str, Any]], said: str | None
+) -> None:
+    request = (
+        ChatRequest(MODEL)
+        .user("hi")
+        .with_tools([GET])
+        .with_tool_choice(choice)
+        .with_option_json("anthropic", {"tools": tools})
+    )
+    body, warnings, _ = _sent(request)
+    assert body["tools"][1:] == tools
+    expected = [] if said is None else [(WarningKind.UNSUPPORTED, RequestField.TOOL_CHOICE, said)]
+    assert [(kind, field, message.split("; ")[0]) for kind, field, message in warnings] == expected

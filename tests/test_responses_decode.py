@@ -162,14 +162,17 @@ MIXED = response(
 )
 
 MIXED_RESUME = {
+    "following": [{"type": "web_search_call", "id": None}, None, None, None],
     "reasoning_parts": [
         {"summary": MIXED["output"][0]["summary"], "content": []},
         None,
         None,
         None,
-    ]
+    ],
 }
-"""Its reasoning item's two summary parts, kept so that they go back as two."""
+"""Its reasoning item's two summary parts, kept so that they go back as two, and the web
+search call that followed the reasoning (no id: the response was not stored), before
+which alone the reasoning goes back."""
 
 
 # Responses

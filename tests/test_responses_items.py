@@ -156,6 +156,14 @@ def waiting_warning(names: str) -> Warning:
     )
 
 
+REASONING_LEFT_OUT = (
+    "OpenAI takes back a reasoning item only directly before the item that followed it in "
+    "its turn: a message or a function call (named by its id, for one that goes by id with "
+    "`store: true`), or a server tool call such as a web search (by reference, with `store: "
+    "true` only); reasoning without one was left out of the conversation"
+)
+
+
 def left_out_message(names: str) -> str:
     return (
         f"the turn's {names} output items were left out of the conversation: allama sends "
@@ -273,9 +281,11 @@ def test_a_generated_image_finishes_as_a_stop_and_the_next_turn_says_it_is_left_
     assert answer.finish_reason == FinishReason.STOP
     assert answer.warnings == ()
     following = made.chat(request.push(answer.to_assistant_message()).user("again"))
-    assert [item.get("type") for item in sent[1]["input"]] == [None, "reasoning", None, None]
+    # The reasoning preceded the image, which does not go back: not the message after it.
+    assert [item.get("type") for item in sent[1]["input"]] == [None, None, None]
     assert [warning.message for warning in following.warnings] == [
-        left_out_message("`image_generation_call`")
+        left_out_message("`image_generation_call`"),
+        REASONING_LEFT_OUT,
     ]
 
 

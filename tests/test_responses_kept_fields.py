@@ -234,7 +234,15 @@ KEPT = [
 def test_annotations_are_kept_by_the_position_of_their_text_block() -> None:
     decoded = decode(ANNOTATED)
     assert decoded.content == CONTENT
-    assert decoded.provider_data == {NAMESPACE: {ITEMS_KEY: [WEB_SEARCH], ANNOTATIONS_KEY: KEPT}}
+    # The web search call that followed the reasoning is kept with where it stood.
+    following = [{"type": "web_search_call", "id": None}, *[None] * 6]
+    assert decoded.provider_data == {
+        NAMESPACE: {
+            ITEMS_KEY: [WEB_SEARCH],
+            ANNOTATIONS_KEY: KEPT,
+            "resume": {"following": following},
+        }
+    }
     # Each part is a text block of its own: its indexes count in that block's text.
     first = decoded.content[1]
     assert isinstance(first, TextPart)

@@ -41,9 +41,10 @@ TOOL = ToolDefinition(name="f", parameters={"type": "object", "properties": {}})
 
 LEFT_OUT = Warning.approximated(
     RequestField.REASONING,
-    "OpenAI takes back a reasoning item only directly before the message or function call "
-    "that followed it in its turn (named by its id, for one that goes by id with `store: "
-    "true`); reasoning without one was left out of the conversation",
+    "OpenAI takes back a reasoning item only directly before the item that followed it in "
+    "its turn: a message or a function call (named by its id, for one that goes by id with "
+    "`store: true`), or a server tool call such as a web search (by reference, with `store: "
+    "true` only); reasoning without one was left out of the conversation",
 ).with_provider("openai")
 
 
@@ -224,6 +225,128 @@ def test_item_ids_are_kept_only_from_a_stored_response_and_sent_only_under_store
         {"role": "assistant", "content": "Hi"},
     ]
     assert warnings == []
+
+
+def search(item_id: str) -> dict[str, Any]:
+    return {
+        "type": "web_search_call",
+        "id": item_id,
+        "status": "completed",
+        "action": {"type": "search", "query": "weather"},
+    }
+
+
+SEARCHED = [
+    reasoning("rs_1"),
+    search("ws_1"),
+    reasoning("rs_2"),
+    search("ws_2"),
+    message("Sunny.", "msg_1"),
+]
+"""A stored turn whose reasoning items each preceded a web search (vercel/ai#7099)."""
+WEB_SEARCH: JsonValue = {"tools": [{"type": "web_search"}], "store": True}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["body", "stream"])
+def test_reasoning_before_a_web_search_goes_back_before_its_reference_under_store(
+    stream: bool,
+) -> None:
+    """By id alone, `rs_2` before `msg_1` is refused: its following item was `ws_2`, which
+    goes back as a reference to its id, as each web search call after a reasoning item."""
+    made, sent = provider(lambda _: response(SEARCHED, store=True))
+    request = ChatRequest("gpt-5-mini").user("weather?")
+    request = request.with_option_json("openai_responses", WEB_SEARCH)
+    first = answer(made, request, stream=stream)
+    assert first.provider_data[NAMESPACE]["resume"] == {
+        "item_ids": ["rs_1", "rs_2", "msg_1"],
+        "following": [
+            {"type": "web_search_call", "id": "ws_1"},
+            {"type": "web_search_call", "id": "ws_2"},
+            None,
+        ],
+    }
+    second = answer(made, request.push(first.to_assistant_message()).user("more"), stream=stream)
+    assert sent[1]["input"] == [
+        {"role": "user", "content": "weather?"},
+        {"type": "reasoning", "id": "rs_1", "summary": []},
+        {"type": "item_reference", "id": "ws_1"},
+        {"type": "reasoning", "id": "rs_2", "summary": []},
+        {"type": "item_reference", "id": "ws_2"},
+        {
+            "type": "message",
+            "id": "msg_1",
+            "role": "assistant",
+            "status": "completed",
+            "content": [
+                {"type": "output_text", "text": "Sunny.", "annotations": [], "logprobs": []}
+            ],
+        },
+        {"role": "user", "content": "more"},
+    ]
+    assert second.warnings == ()
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["body", "stream"])
+def test_reasoning_before_a_web_search_is_left_out_without_store(stream: bool) -> None:
+    """Under `store: false` a web search call does not go back (its id names nothing
+    stored): the reasoning before it is left out, not sent before the message, and the
+    reasoning that preceded the message goes back before it."""
+    output = [
+        reasoning("rs_1", encrypted_content="E1"),
+        search("ws_1"),
+        reasoning("rs_2", encrypted_content="E2"),
+        message("Sunny.", "msg_1"),
+    ]
+    made, sent = provider(lambda _: response(output))
+    request = ChatRequest("gpt-5-mini").user("weather?")
+    request = request.with_option_json("openai_responses", {"tools": [{"type": "web_search"}]})
+    first = answer(made, request, stream=stream)
+    assert first.provider_data[NAMESPACE]["resume"] == {
+        "following": [{"type": "web_search_call", "id": None}, None, None]
+    }
+    second = answer(made, request.push(first.to_assistant_message()).user("more"), stream=stream)
+    assert sent[1]["input"] == [
+        {"role": "user", "content": "weather?"},
+        {"type": "reasoning", "id": "rs_2", "summary": [], "encrypted_content": "E2"},
+        {"role": "assistant", "content": "Sunny."},
+        {"role": "user", "content": "more"},
+    ]
+    assert second.warnings == (LEFT_OUT,)
+
+
+def test_a_search_goes_back_by_reference_only_beside_the_reasoning_before_it() -> None:
+    """Another provider's reasoning is not sent, and neither is the stored search after it:
+    OpenAI refuses a stored item named without the reasoning item that preceded it."""
+    kept = decode(response(SEARCHED, store=True))
+    content = (kept.content[0].model_copy(update={"issuer": "xai"}), *kept.content[1:])
+    turn = AssistantMessage(
+        content=content, provider_data=kept.to_assistant_message().provider_data
+    )
+    request = ChatRequest("gpt-5-mini").user("weather?").push(turn).user("more")
+    body, _ = encode(request.with_option_json("openai_responses", WEB_SEARCH))
+    assert [item.get("type") for item in body["input"][1:5]] == [
+        "reasoning",
+        "item_reference",
+        "message",
+        None,
+    ]
+    assert body["input"][1:3] == [
+        {"type": "reasoning", "id": "rs_2", "summary": []},
+        {"type": "item_reference", "id": "ws_2"},
+    ]
+
+
+def test_a_stored_turn_sent_back_without_store_leaves_out_reasoning_before_a_search() -> None:
+    """The ids a stored response kept are not sent under `store: false`, a reference among
+    them: the reasoning before the search is left out instead."""
+    output = [reasoning("rs_1", encrypted_content="E1"), search("ws_1"), message("Hi", "msg_1")]
+    turn = decode(response(output, store=True)).to_assistant_message()
+    body, warnings = encode(ChatRequest("gpt-5-mini").user("hi").push(turn).user("more"))
+    assert body["input"][1:] == [
+        {"role": "assistant", "content": "Hi"},
+        {"role": "user", "content": "more"},
+    ]
+    assert warnings == [LEFT_OUT]
 
 
 # 2. A reasoning item without the item that followed it is left out

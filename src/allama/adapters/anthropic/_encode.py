@@ -1282,6 +1282,7 @@ class _Encoder:
                 else:
                     body[key] = value
             self.option_replaced(body, output, choice)
+            self.server_tools_forced_out(body, choice)
             self.effort_replaced(body, thinking, effort)
             self.effort_beside_disabled(body)
             # The option's tools go after the request's (an extraction's): one name in both
@@ -1311,6 +1312,31 @@ class _Encoder:
             theirs = body.get("tool_choice")
             if theirs != choice:
                 self.warn_replaced(RequestField.TOOL_CHOICE, "tool_choice", theirs)
+
+    def server_tools_forced_out(self, body: dict[str, Any], choice: dict[str, Any] | None) -> None:
+        """Say that the body option's server tools (web search, code execution...) cannot run
+        beside the tool call the request forces (an extraction's, in forced-tool mode):
+        Anthropic forces one by prefilling the answer with it, so the answer comes without
+        them, from the model's own knowledge. A warning on `tool_choice` (the extraction's
+        record notes it), refused under `UnsupportedPolicy.ERROR`."""
+        if choice is None or not _forces(choice) or body.get("tool_choice") != choice:
+            return  # nothing forced, or the option's own choice went instead
+        tools = body.get("tools") if self.sends("tools") else None
+        forced = choice.get("name") if choice.get("type") == "tool" else None
+        names = [
+            f"`{tool.get('name')}`" if isinstance(tool.get("name"), str) else f"`{tool['type']}`"
+            for tool in (tools if isinstance(tools, list) else ())
+            if isinstance(tool, dict) and _server_tool(tool) and tool.get("name") != forced
+        ]
+        if not names:
+            return
+        self.degradations.refuse(
+            RequestField.TOOL_CHOICE,
+            f"{self.profile.display_name} forces a tool call (`tool_choice` "
+            f"`{choice['type']}`) by prefilling the answer with it, so the server tools the "
+            f"body option `{BODY_OPTION}` gives ({', '.join(names)}) cannot run",
+            instead="they were sent all the same, and the answer does not draw on them",
+        )
 
     def effort_replaced(
         self, body: dict[str, Any], thinking: dict[str, Any] | None, effort: str | None
@@ -1494,6 +1520,25 @@ def _count(value: object) -> TypeGuard[int]:
 def _forces(choice: object) -> bool:
     """Whether a body's `tool_choice` forces a tool call (`tool` or `any`)."""
     return isinstance(choice, dict) and choice.get("type") in ("tool", "any")
+
+
+_SERVER_TOOLS = (
+    "web_search_",
+    "web_fetch_",
+    "code_execution_",
+    "advisor_",
+    "tool_search_tool_",
+    "mcp_toolset",
+)
+"""How the types of the tools Anthropic runs itself begin (its tool reference): a body's
+other typed tools (`bash_20250124`, `text_editor_...`, `computer_...`, `memory_...`) are
+run by the caller, as custom tools are."""
+
+
+def _server_tool(tool: dict[str, Any]) -> bool:
+    """Whether a body's tool is one Anthropic runs itself (`_SERVER_TOOLS`)."""
+    kind = tool.get("type")
+    return isinstance(kind, str) and kind.startswith(_SERVER_TOOLS)
 
 
 def _refused_with_thinking(key: str, value: object) -> bool:

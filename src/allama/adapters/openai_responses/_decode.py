@@ -43,7 +43,13 @@ reasoning item's own; `None` for a block of an item without one) under
 `provider_data["openai_responses"]["resume"]["item_ids"]`, one per block, in order.
 `to_assistant_message()` carries it, so that a turn sent back under `store: true` names
 the items after its reasoning by their ids, as the API requires of the items a reasoning
-item sent by its id alone precedes (only a stored item can be named).
+item sent by its id alone precedes (only a stored item can be named). A reasoning item
+goes back only directly before the item that followed it, which may be one allama has no
+block for (`rs, web_search_call, rs, web_search_call, message`): where a block comes after
+it, that item's type and (stored) id are kept under `provider_data["openai_responses"]
+["resume"]["following"]` (`following_resume`), so that the next turn sends it back by
+reference (a server tool call, under `store: true`) or leaves the reasoning out, rather
+than send it before the next block, which the API refuses.
 
 Annotations: an `output_text` part may carry `annotations` (`url_citation` with its
 `start_index`, `end_index`, `url` and `title`; `file_citation`, `container_file_citation`,
@@ -122,6 +128,7 @@ __all__ = [
     "CALL_ITEMS",
     "COMMENTARY",
     "ITEMS_KEY",
+    "FOLLOWING_KEY",
     "ITEM_IDS_KEY",
     "LEFT_OUT_ITEMS",
     "LEFT_OUT_KEY",
@@ -135,6 +142,7 @@ __all__ = [
     "decode_response",
     "failed_error",
     "finish_reason_of",
+    "following_resume",
     "is_commentary",
     "item_ids_resume",
     "kept_annotations",
@@ -165,6 +173,11 @@ REASONING_PARTS_KEY = "reasoning_parts"
 """Under `resume`: for each content block in order, the `{"summary": [...], "content": [...]}`
 lists of the reasoning item it came from, as received, when the encoder would not rebuild
 them from the block's text alone (`kept_reasoning`); `None` for the other blocks."""
+FOLLOWING_KEY = "following"
+"""Under `resume`: for each content block in order, the output item directly after it when
+the block is a reasoning item's, that item is no block (a web search call, a commentary
+message...) and a block comes after it: `{"type": ..., "id": ...}`, the id only from a
+stored response (only a stored item can be named); `None` for the other blocks."""
 CALL_ITEMS = frozenset({"function_call", "custom_tool_call"})
 """The output item types that are tool calls: a function's, and a `custom` tool's."""
 SURFACED_ITEMS = frozenset({"message", "reasoning", *CALL_ITEMS})
@@ -386,6 +399,29 @@ def item_ids_resume(blocks: Sequence[tuple[bool, str | None]], *, stored: bool) 
     return {ITEM_IDS_KEY: ids}
 
 
+def following_resume(
+    blocks: Sequence[tuple[bool, int]],
+    others: Sequence[tuple[int, Any]],
+    *,
+    stored: bool,
+) -> JsonValue | None:
+    """The item directly after each reasoning block when it is no block (`FOLLOWING_KEY`):
+    `blocks` as `(is_reasoning, output index)`, `others` (the items that are no block) as
+    `(output index, item)`. Kept only where a block comes after it, before which the
+    reasoning would go back otherwise; `None` when there is none."""
+    by_place = dict(others)
+    last = max((place for _, place in blocks), default=-1)
+    entries: list[JsonValue] = []
+    for reasoning, place in blocks:
+        item = by_place.get(place + 1) if reasoning and place + 1 < last else None
+        if not isinstance(item, dict):
+            entries.append(None)
+            continue
+        item_id = _string(item.get("id")) if stored else None
+        entries.append({"type": _string(item.get("type")), "id": item_id})
+    return entries if any(entry is not None for entry in entries) else None
+
+
 def kept_reasoning(item: Mapping[str, Any]) -> JsonValue | None:
     """A reasoning item's `summary` and `content` lists as received, when sending the block
     back would not rebuild them (one `summary_text` part of its text, no `content`): several
@@ -408,16 +444,24 @@ def turn_resume(
     *,
     stored: bool,
     left_out: Sequence[str] = (),
+    places: Sequence[int] = (),
+    others: Sequence[tuple[int, Any]] = (),
 ) -> JsonValue | None:
     """What `to_assistant_message()` carries for the next turn: the item ids
-    (`item_ids_resume`), each block's kept reasoning parts (`kept_reasoning`, aligned with
-    `blocks`) when any block has some, and the types of the items it goes without
-    (`left_out`, `left_out_kinds`), so that its encoder says so; `None` when there is none
-    of them."""
+    (`item_ids_resume`), the items no block stands for that directly followed reasoning
+    (`following_resume`: `places`, each block's output index, aligned with `blocks`;
+    `others` as `(output index, item)`), each block's kept reasoning parts
+    (`kept_reasoning`, aligned with `blocks`) when any block has some, and the types of the
+    items it goes without (`left_out`, `left_out_kinds`), so that its encoder says so;
+    `None` when there is none of them."""
     resume: dict[str, JsonValue] = {}
     ids = item_ids_resume(blocks, stored=stored)
     if isinstance(ids, dict):
         resume.update(ids)
+    kinds = [reasoning for reasoning, _ in blocks]
+    following = following_resume(list(zip(kinds, places, strict=True)), others, stored=stored)
+    if following is not None:
+        resume[FOLLOWING_KEY] = following
     if any(entry is not None for entry in parts):
         resume[REASONING_PARTS_KEY] = list(parts)
     if left_out:
@@ -456,7 +500,16 @@ class _Blocks:
     """What the output items become: the content blocks allama has types for, the other
     items verbatim, the text parts' annotations (by block position), the log-probabilities."""
 
-    __slots__ = ("annotations", "blocks", "ids", "logprobs", "others", "parts")
+    __slots__ = (
+        "annotations",
+        "blocks",
+        "ids",
+        "logprobs",
+        "others",
+        "others_at",
+        "parts",
+        "places",
+    )
 
     def __init__(self) -> None:
         self.blocks: list[ContentBlock] = []
@@ -465,6 +518,10 @@ class _Blocks:
         self.parts: list[JsonValue | None] = []
         """The reasoning parts kept for each block (`kept_reasoning`)."""
         self.others: list[JsonValue] = []
+        self.places: list[int] = []
+        """The output index of the item each block came from."""
+        self.others_at: list[int] = []
+        """The output index of each of `others`."""
         self.annotations: list[JsonValue] = []
         self.logprobs: tuple[TokenLogprob, ...] | None = None
 
@@ -483,7 +540,7 @@ def _blocks(output: list[Any]) -> _Blocks:
     blocks = read.blocks
     others = read.others
     logprobs = _TextLogprobs()
-    for item in output:
+    for index, item in enumerate(output):
         if not isinstance(item, dict):
             raise _Unreadable("an output item is not an object")
         kind = item.get("type")
@@ -506,6 +563,7 @@ def _blocks(output: list[Any]) -> _Blocks:
                 else:
                     continue
                 read.ids.append(_string(item.get("id")))
+                read.places.append(index)
                 read.parts.append(None)
         elif kind in CALL_ITEMS:
             call_id = _string(item.get("call_id")) or _string(item.get("id"))
@@ -514,6 +572,7 @@ def _blocks(output: list[Any]) -> _Blocks:
                 raise _Unreadable(f"a `{kind}` item has no `call_id` or no `name`")
             blocks.append(ToolCall(id=call_id, name=name, arguments=arguments_of(item)))
             read.ids.append(_string(item.get("id")))
+            read.places.append(index)
             read.parts.append(None)
         elif kind == "reasoning":
             blocks.append(
@@ -524,9 +583,11 @@ def _blocks(output: list[Any]) -> _Blocks:
                 )
             )
             read.ids.append(_string(item.get("id")))
+            read.places.append(index)
             read.parts.append(kept_reasoning(item))
         else:
             others.append(item)
+            read.others_at.append(index)
     read.logprobs = logprobs.result()
     return read
 
@@ -611,7 +672,10 @@ def decode_object(
     stored = response.get("store") is True  # only a stored item can be named by its id
     owners = list(zip(kinds, read.ids, strict=True))
     left_out = left_out_kinds(read.others)
-    resume = turn_resume(owners, read.parts, stored=stored, left_out=left_out)
+    others = list(zip(read.others_at, read.others, strict=True))
+    resume = turn_resume(
+        owners, read.parts, stored=stored, left_out=left_out, places=read.places, others=others
+    )
     if resume is not None:  # what the turn goes back with: ids, reasoning parts, items left out
         provider_data.setdefault(NAMESPACE, {})[RESUME_KEY] = resume
     return ChatResponse(

@@ -38,7 +38,15 @@ on `response_format` (`text.format`) and `tools`; a family with only JSON mode g
   reasoning, or one that only reasoned). Under `store: true` a reasoning item without
   encrypted content goes by its id alone, and the API requires the items after it named by
   their own ids (`msg_...`, `fc_...`, kept with the response under `resume`): they are
-  sent with them, and one whose following item's id is not known is left out too. A
+  sent with them, and one whose following item's id is not known is left out too. The
+  item that followed a reasoning item may be the server's own tool call (`rs,
+  web_search_call, rs, web_search_call, message`), which is no block (its type and id are
+  kept under `resume`): under `store: true`, from a stored response, such a call
+  (`SERVER_CALLS`) goes back after its reasoning as an `item_reference` to its id;
+  otherwise it does not go back (the input takes one only with its `id`, which names
+  nothing unstored), and the reasoning item before it, as one before any other item that
+  does not go back (a commentary message, a generated image), is left out with the same
+  warning, rather than sent before the next item, which the API refuses. A
   reasoning item goes back with one `summary_text` part of its block's text, unless the
   turn kept the item's own `summary` and `content` lists (`resume`: several summary parts,
   reasoning text) and the text is still theirs: then with those, as received, since a
@@ -109,6 +117,7 @@ from allama.adapters.openai_compat._encode import (
 from allama.adapters.openai_compat._encode import _Encoder as _ChatEncoder
 from allama.adapters.openai_compat._profile import WireProfile, pdfs_from
 from allama.adapters.openai_responses._decode import (
+    FOLLOWING_KEY,
     ITEM_IDS_KEY,
     LEFT_OUT_KEY,
     NAMESPACE,
@@ -151,6 +160,7 @@ __all__ = [
     "LOGPROBS_INCLUDE",
     "MIN_OUTPUT_TOKENS",
     "REASONING_ID_PREFIX",
+    "SERVER_CALLS",
     "encode_request",
 ]
 
@@ -174,6 +184,18 @@ MIN_OUTPUT_TOKENS = 16
 REASONING_ID_PREFIX = OPENAI_REASONING_ID_PREFIX
 """How the ids of this API's reasoning items begin (OpenAI, Azure, xAI, OpenRouter): a
 `Reasoning.signature` that does not is another provider's signature, not an item id."""
+
+SERVER_CALLS = frozenset(
+    {"web_search_call", "file_search_call", "code_interpreter_call", "mcp_call"}
+)
+"""The output items of the server's own tool calls, run and finished within their response,
+that a turn sent back under `store: true` names in their place by reference
+(`{"type": "item_reference", "id": ...}`): a reasoning item may have preceded one, and goes
+back only directly before it."""
+
+_UNSENT: dict[str, Any] = {}
+"""In a turn's items, an output item that followed a reasoning item and does not go back
+(`following`): the reasoning item is left out, as one before nothing is (`paired`)."""
 
 _XAI = "xai"
 """The profile of xAI, which takes no `instructions` beside a `previous_response_id`."""
@@ -345,6 +367,7 @@ class _Encoder(_ChatEncoder):
         written: list[dict[str, Any]] = []
         written_id: str | None = None
         kept = self.reasoning_parts(message)
+        following = self.following(message)
         for position, (block, item_id) in enumerate(
             zip(message.content, self.item_ids(message), strict=True)
         ):
@@ -366,6 +389,9 @@ class _Encoder(_ChatEncoder):
             elif isinstance(block, Reasoning):
                 # `None`: left out
                 items.append((self.reasoning_item(block, kept[position]), item_id))
+                after = following[position]
+                if after is not None:  # the item no block stands for that followed it
+                    items.append(after)
         if written:
             items.append((_output_message(written), written_id))
         self.server_blocks_left_out(message)
@@ -471,6 +497,30 @@ class _Encoder(_ChatEncoder):
             kept.append(item_id)
         return kept
 
+    def following(
+        self, message: AssistantMessage
+    ) -> list[tuple[dict[str, Any], str | None] | None]:
+        """For each block, the item no block stands for that directly followed it, when it is
+        a reasoning block and the turn keeps one (`resume`) that still fits its content: the
+        server's own tool call (`SERVER_CALLS`) by reference under `store: true`, from a
+        stored response; any other, `_UNSENT`. `None` each otherwise."""
+        none: list[tuple[dict[str, Any], str | None] | None] = [None] * len(message.content)
+        resume = message.provider_data.get(NAMESPACE, {}).get(RESUME_KEY)
+        kept = resume.get(FOLLOWING_KEY) if isinstance(resume, dict) else None
+        if not isinstance(kept, list) or len(kept) != len(message.content):
+            return none
+        items: list[tuple[dict[str, Any], str | None] | None] = []
+        for block, entry in zip(message.content, kept, strict=True):
+            if not isinstance(block, Reasoning) or not isinstance(entry, dict):
+                items.append(None)
+                continue
+            kind, item_id = entry.get("type"), entry.get("id")
+            if self.store and kind in SERVER_CALLS and isinstance(item_id, str) and item_id:
+                items.append(({"type": "item_reference", "id": item_id}, item_id))
+            else:
+                items.append((_UNSENT, None))
+        return items
+
     def reasoning_parts(self, message: AssistantMessage) -> list[dict[str, Any] | None]:
         """Each block's reasoning item lists as received (`summary`, `content`), when the turn
         keeps them (`resume`) and they still fit its content; `None` each otherwise."""
@@ -493,9 +543,12 @@ class _Encoder(_ChatEncoder):
         return kept
 
     def paired(self, items: list[tuple[dict[str, Any] | None, str | None]]) -> list[dict[str, Any]]:
-        """The turn's items (`None` for reasoning left out), each reasoning item kept only
-        directly before a message or a function call it can precede: the API refuses one
-        without its following item. A reasoning item that goes by its id alone (stored,
+        """The turn's items (`None` for reasoning left out, `_UNSENT` where an item stood that
+        does not go back), each reasoning item kept only directly before a message, a
+        function call or a server tool call's reference it can precede: the API refuses one
+        without its following item, and such a reference without its reasoning item (left
+        out: another provider's, a model that does not reason). A reasoning item that goes
+        by its id alone (stored,
         `store: true`) can precede only an item sent with its own id: the items after it, up
         to the next reasoning, are sent with theirs."""
         sent: list[dict[str, Any]] = []
@@ -504,22 +557,32 @@ class _Encoder(_ChatEncoder):
             if item is None:
                 by_id = False
                 continue
+            if item is _UNSENT:
+                continue
+            if item["type"] == "item_reference" and not (
+                sent and sent[-1].get("type") == "reasoning"
+            ):
+                # A stored item named without the reasoning that preceded it is refused
+                # ("provided without its required 'reasoning' item"): the search goes too.
+                continue
             if item["type"] == "reasoning":
                 by_id = self.store and "encrypted_content" not in item
                 later = islice(items, position + 1, None)
                 after, after_id = next(((i, n) for i, n in later if i is not None), (None, None))
                 if (
                     after is None
-                    or after["type"] not in ("message", "function_call", "custom_tool_call")
+                    or after.get("type") not in _FOLLOWING
                     or (by_id and after_id is None)
                 ):
                     by_id = False
                     self.degradations.approximate(
                         RequestField.REASONING,
                         f"{self.profile.display_name} takes back a reasoning item only "
-                        "directly before the message or function call that followed it in "
-                        "its turn (named by its id, for one that goes by id with `store: "
-                        "true`); reasoning without one was left out of the conversation",
+                        "directly before the item that followed it in its turn: a message or "
+                        "a function call (named by its id, for one that goes by id with "
+                        "`store: true`), or a server tool call such as a web search (by "
+                        "reference, with `store: true` only); reasoning without one was left "
+                        "out of the conversation",
                     )
                     continue
             elif by_id and item_id is not None:
@@ -860,6 +923,11 @@ class _Encoder(_ChatEncoder):
             self.option_replaced(RequestField.TOOL_CHOICE, "tool_choice", body.get("tool_choice"))
         self.check_names(body, tools)
         return body
+
+
+_FOLLOWING = frozenset({"message", "function_call", "custom_tool_call", "item_reference"})
+"""The items a reasoning item goes back before (`paired`): a server tool call's by
+reference (`SERVER_CALLS`)."""
 
 
 def _routed(body: Mapping[str, Any]) -> list[str]:

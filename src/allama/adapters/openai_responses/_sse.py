@@ -1142,8 +1142,8 @@ class ResponsesStreamDecoder:
             )
 
     def _item_ids(self) -> Iterator[StreamEvent]:
-        """The ids of the items each block came from and the reasoning items' own parts, as
-        `decode_object` keeps them."""
+        """The ids of the items each block came from, the reasoning items' own parts and the
+        items no block stands for that followed reasoning, as `decode_object` keeps them."""
         owners = sorted(
             (
                 (block.index, block.block_type is StreamBlockType.REASONING, known)
@@ -1155,7 +1155,14 @@ class ResponsesStreamDecoder:
         entries = [(reasoning, known.item_id) for _, reasoning, known in owners]
         parts = [known.kept if reasoning else None for _, reasoning, known in owners]
         left_out = left_out_kinds([other for _, other in self._others])
-        resume = turn_resume(entries, parts, stored=self._stored, left_out=left_out)
+        resume = turn_resume(
+            entries,
+            parts,
+            stored=self._stored,
+            left_out=left_out,
+            places=[known.position for _, _, known in owners],
+            others=self._others,
+        )
         if resume is not None:
             yield ProviderDataEvent.model_construct(
                 namespace=NAMESPACE, key=RESUME_KEY, value=resume
