@@ -74,6 +74,7 @@ from allama.types import (
     Usage,
     UsageEvent,
     Warning,
+    WarningEvent,
 )
 
 # Helpers
@@ -217,6 +218,11 @@ def test_every_part_kind_maps_to_its_block() -> None:
             arguments='{"zeta":1,"alpha":"Zürich 東京","nested":{"b":[1,2],"a":null}}',
         ),
         ToolCall(id="fc_given", name="noop", arguments="{}"),
+        # The code the model ran goes back on the next turn: kept in its place too.
+        Reasoning(
+            text="",
+            encrypted_content='{"executableCode":{"language":"PYTHON","code":"print(1)"}}',
+        ),
     )
     assert result.finish_reason == FinishReason.TOOL_CALLS
     assert result.provider_data == {"gemini": {"parts": [MIXED_PARTS[4], MIXED_PARTS[8]]}}
@@ -1222,16 +1228,44 @@ def test_a_blocked_prompt_in_the_first_chunk() -> None:
     assert collect(events) == decode(first)
 
 
-def test_other_candidates_are_kept_out_of_the_stream() -> None:
+def _streamed_others(count: int) -> Warning:
+    """The warning on a stream that sent `count` candidates (the response one among them)."""
+    return Warning.unsupported(
+        RequestField.OPTIONS,
+        f"the provider answered {count} candidates: only the first is read (the others are "
+        "not kept: a stream carries only the first)",
+        code="first_choice_only",
+    )
+
+
+def test_other_candidates_are_kept_out_of_the_stream_and_said_so() -> None:
+    # Changed on purpose: the others were left out without a word, where a body's are
+    # warned of (`first_choice_only`); each index is counted once, over every chunk.
     other = candidate([{"text": "other"}], index=1, finishReason="STOP")
+    third = candidate([{"text": "third"}], index=2)
     data = sse(
         {"candidates": [candidate([{"text": "main"}]), other]},
-        {"candidates": [other]},
+        {"candidates": [other, third]},
         {"candidates": [candidate([], finishReason="STOP")]},
     )
-    result = collect(decode_stream(data))
+    events = decode_stream(data, provider="gemini")
+    result = collect(events)
     assert result.content == (TextPart(text="main"),)
     assert result.provider_data == {}
+    assert result.warnings == (_streamed_others(3).with_provider("gemini"),)
+    # Said once, at the end, before the finish.
+    assert events[-2:] == [
+        WarningEvent(warning=_streamed_others(3).with_provider("gemini")),
+        Finish(finish_reason=FinishReason.STOP),
+    ]
+
+
+def test_a_stream_of_one_candidate_warns_of_none() -> None:
+    data = sse(
+        {"candidates": [candidate([{"text": "main"}])]},
+        {"candidates": [candidate([], finishReason="STOP")]},
+    )
+    assert collect(decode_stream(data, provider="gemini")).warnings == ()
 
 
 def test_stream_error_after_text_yields_the_text_first() -> None:
@@ -1413,6 +1447,8 @@ _counts = st.fixed_dictionaries(
 class Generated:
     body: dict[str, Any]
     chunks: list[dict[str, Any]] = field(default_factory=list)
+    others: bool = False
+    """Whether a chunk sent another candidate along (which the stream warns of)."""
 
 
 def _pieces(text: str, cuts: list[int]) -> list[str]:
@@ -1475,12 +1511,14 @@ def generated(draw: st.DrawFn) -> Generated:
     bounds = [0, *sorted(set(groups)), len(streamed)]
     chunks: list[dict[str, Any]] = []
     other = candidate([{"text": "another candidate"}], index=1)
+    others = False
     for a, b in itertools.pairwise(bounds):
         if a == b and chunks:
             continue
         cands = [candidate(streamed[a:b])]
         if draw(st.integers(0, 3)) == 0:
             cands.append(other)
+            others = True
         piece_chunk: dict[str, Any] = {"candidates": cands, **meta}
         if usage and "promptTokenCount" in usage and draw(st.booleans()):
             piece_chunk["usageMetadata"] = {"promptTokenCount": usage["promptTokenCount"]}
@@ -1491,7 +1529,7 @@ def generated(draw: st.DrawFn) -> Generated:
             chunks[-1]["usageMetadata"] = usage
         else:
             chunks.append({"usageMetadata": usage, **meta})
-    return Generated(body, chunks)
+    return Generated(body, chunks, others)
 
 
 def _collect_any(events: list[StreamEvent]) -> ChatResponse:
@@ -1514,6 +1552,9 @@ def test_any_response_streamed_and_split_anywhere_collects_to_its_body(
         # A stream without its finishing chunk was cut: its output count is unknown.
         unknown = {"output_tokens": None, "reasoning_tokens": None}
         expected = expected.model_copy(update={"usage": expected.usage.model_copy(update=unknown)})
+    if case.others:
+        # The other candidate the chunks sent along is not kept, and said so.
+        expected = expected.model_copy(update={"warnings": (_streamed_others(2),)})
     events = feed_split(raw, cuts)
     assert _collect_any(events) == expected
     assert any(isinstance(event, Finish) for event in events) is (

@@ -6,7 +6,10 @@ into whole calls; Gemini 3.1 Pro's MEDIUM thinking level; a data URL that names 
 type sent with the part's own (never an empty `mimeType`); and on `responseSchema` (Gemini
 1.5), a node without `type` (any value, any items, recursion cut) not enforced and `anyOf`
 a hint; a part's own media type read without case or parameters (text in another charset
-sent as UTF-8). The endpoints are `httpx2.MockTransport`s: nothing leaves the machine."""
+sent as UTF-8); Gemini 2.x's built-in tools beside function calling or JSON output refused
+unsent (an automatic extraction too, with no fallback claimed); the code the model ran and
+its result sent back in their place; a leading UTF-8 byte-order mark left out of a text
+document. The endpoints are `httpx2.MockTransport`s: nothing leaves the machine."""
 
 from __future__ import annotations
 
@@ -1283,3 +1286,194 @@ def test_no_thinking_where_it_cannot_be_turned_off_is_refused_under_error() -> N
     )
     assert caught.value.field is RequestField.REASONING_EFFORT
     assert recorder.bodies == []
+
+
+# 14. Gemini 2.x takes no built-in tools beside function calling or JSON output: refused
+# unsent, an automatic extraction too (its forced tool would be answered 400 as well)
+
+BUILT_IN_RULE = (
+    "Gemini 2.x cannot mix built-in tools with function calling or JSON output (Gemini 3 can)"
+)
+SEARCH: dict[str, Any] = {"tools": [{"googleSearch": {}}]}
+
+
+@pytest.mark.parametrize(
+    ("mode", "what"),
+    [
+        (ExtractionMode.AUTO, "JSON output"),
+        (ExtractionMode.NATIVE, "JSON output"),
+        (ExtractionMode.FORCED_TOOL, "function declarations"),
+    ],
+)
+def test_an_extraction_beside_google_search_on_2_5_is_refused_unsent(
+    mode: ExtractionMode, what: str
+) -> None:
+    target, recorder = provider("gemini", (200, called({"a": 1})))
+    request = (
+        ChatRequest("gemini-2.5-flash")
+        .user("x")
+        .with_option(mode)
+        .with_option_json("gemini", SEARCH)
+    )
+    with pytest.raises(UnsupportedError) as caught:
+        allama.extract(target, Answer, request)
+    assert caught.value.field is RequestField.OPTIONS
+    assert caught.value.message == (
+        f"cannot send `options`: `gemini-2.5-flash` on Gemini answers 400 to {what} beside the "
+        f"built-in tools of the body option `gemini` (`googleSearch`): {BUILT_IN_RULE}"
+    )
+    assert recorder.bodies == []
+    metadata = allama.ExtractionMetadata.from_error(caught.value)
+    assert metadata is not None
+    # No fallback claimed: the forced tool would have been refused the same way.
+    expected = ExtractionMode.NATIVE if mode is ExtractionMode.AUTO else mode
+    assert (metadata.mode, metadata.auto_fallback, metadata.passes) == (expected, None, 0)
+
+
+@pytest.mark.parametrize("policy", [UnsupportedPolicy.WARN, UnsupportedPolicy.ERROR])
+def test_the_requests_tools_beside_built_in_tools_on_2_5_are_refused_unsent(
+    policy: UnsupportedPolicy,
+) -> None:
+    target, recorder = provider("gemini", (200, answer([{"text": "ok"}])))
+    request = (
+        ChatRequest("gemini-2.5-pro")
+        .user("x")
+        .with_tools(TOOLS)
+        .with_unsupported_policy(policy)
+        .with_option_json("gemini", {"tools": [{"googleSearch": {}}, {"code_execution": {}}]})
+    )
+    with pytest.raises(UnsupportedError) as caught:
+        target.chat(request)
+    assert caught.value.field is RequestField.OPTIONS
+    assert caught.value.message == (
+        "cannot send `options`: `gemini-2.5-pro` on Gemini answers 400 to function "
+        "declarations beside the built-in tools of the body option `gemini` (`googleSearch`, "
+        f"`code_execution`): {BUILT_IN_RULE}"
+    )
+    assert recorder.bodies == []
+
+
+def test_json_output_the_option_asks_for_beside_a_built_in_tool_on_2_0_is_refused() -> None:
+    target, recorder = provider("gemini", (200, answer([{"text": "{}"}])))
+    option = {**SEARCH, "generationConfig": {"responseMimeType": "application/json"}}
+    with pytest.raises(UnsupportedError) as caught:
+        target.chat(ChatRequest("gemini-2.0-flash").user("x").with_option_json("gemini", option))
+    assert caught.value.message == (
+        "cannot send `options`: `gemini-2.0-flash` on Gemini answers 400 to JSON output beside "
+        f"the built-in tools of the body option `gemini` (`googleSearch`): {BUILT_IN_RULE}"
+    )
+    assert recorder.bodies == []
+
+
+def test_built_in_tools_alone_still_go_to_2_5() -> None:
+    target, recorder = provider("gemini", (200, answer([{"text": "ok"}])))
+    tools = [{"googleSearch": {}}, {"codeExecution": {}}, {"urlContext": {}}]
+    request = ChatRequest("gemini-2.5-flash").user("x").with_option_json("gemini", {"tools": tools})
+    assert target.chat(request).warnings == ()
+    assert recorder.bodies[-1]["tools"] == tools
+
+
+def test_gemini_3_takes_built_in_tools_beside_function_calling_and_json_output() -> None:
+    target, recorder = provider(
+        "gemini", (200, answer([{"text": "ok"}])), (200, answer([{"text": '{"a": 1}'}]))
+    )
+    model = "gemini-3-flash-preview"
+    request = ChatRequest(model).user("x").with_option_json("gemini", SEARCH)
+    target.chat(request.with_tools(TOOLS))
+    assert recorder.bodies[-1]["tools"] == [
+        {
+            "functionDeclarations": [
+                {"name": "f", "parametersJsonSchema": {"type": "object", "properties": {}}}
+            ]
+        },
+        {"googleSearch": {}},
+    ]
+    result = allama.extract(target, Answer, request)
+    assert (result.value, result.metadata.mode) == (Answer(a=1), ExtractionMode.NATIVE)
+    assert recorder.bodies[-1]["tools"] == [{"googleSearch": {}}]
+    assert recorder.bodies[-1]["generationConfig"]["responseMimeType"] == "application/json"
+
+
+# 15. The code the model ran, and its result, go back on the next turn in their place, with
+# the signature on them, whole and streamed
+
+CODE_PARTS: list[dict[str, Any]] = [
+    {"text": "Let me compute."},
+    {
+        "executableCode": {"language": "PYTHON", "code": "print(sum(range(10)))"},
+        "thoughtSignature": "U0lHMQ==",
+    },
+    {"codeExecutionResult": {"outcome": "OUTCOME_OK", "output": "45\n"}},
+    {"text": "The sum is 45."},
+]
+CODE = {"tools": [{"codeExecution": {}}]}
+
+
+def _code_request(model: str = "gemini-2.5-flash") -> ChatRequest:
+    return ChatRequest(model).user("sum it").with_option_json("gemini", CODE)
+
+
+def test_code_execution_parts_go_back_in_their_place() -> None:
+    target, recorder = provider("gemini", (200, answer(CODE_PARTS)))
+    response = target.chat(_code_request())
+    assert response.text() == "Let me compute.The sum is 45."
+    # Still kept verbatim where they were.
+    assert response.provider_data == {"gemini": {"parts": CODE_PARTS[1:3]}}
+    target.chat(_code_request().push(response.to_assistant_message()).user("again"))
+    assert model_turns(recorder) == [CODE_PARTS]
+    assert recorder.bodies[-1]["contents"][-1] == {"role": "user", "parts": [{"text": "again"}]}
+
+
+def test_streamed_code_execution_parts_go_back_in_their_place() -> None:
+    def piece(parts: list[dict[str, Any]], **more: Any) -> dict[str, Any]:
+        return {"candidates": [{"content": {"role": "model", "parts": parts}, **more}]}
+
+    data = sse(
+        piece(CODE_PARTS[:1]),
+        piece(CODE_PARTS[1:2]),
+        piece([*CODE_PARTS[2:], {"text": ""}], finishReason="STOP"),
+    )
+    target, recorder = provider("gemini", (200, data), (200, answer([{"text": "ok"}])))
+    stream = target.chat_stream(_code_request())
+    for _ in stream:
+        pass
+    response = stream.response()
+    target.chat(_code_request().push(response.to_assistant_message()).user("again"))
+    assert model_turns(recorder) == [CODE_PARTS]
+
+
+def test_code_execution_parts_another_endpoint_ran_are_left_out_with_the_warning() -> None:
+    target, _ = provider("gemini", (200, answer(CODE_PARTS)))
+    turn = target.chat(_code_request()).to_assistant_message()
+    elsewhere, recorder = provider("gemini", (200, answer([{"text": "ok"}])), base_url=PROXY)
+    response = elsewhere.chat(_code_request().push(turn).user("again"))
+    assert model_turns(recorder) == [[{"text": "Let me compute."}, {"text": "The sum is 45."}]]
+    assert said(response.warnings) == [
+        (WarningKind.APPROXIMATED, RequestField.REASONING, REASONING_WARNING)
+    ]
+
+
+# 16. A leading UTF-8 byte-order mark of a text document is no part of its text: left out
+
+BOM = b"\xef\xbb\xbf"
+
+
+@pytest.mark.parametrize(
+    ("part", "data"),
+    [
+        (DocumentPart(data=BOM + b"hello", media_type="text/plain"), b"hello"),
+        (DocumentPart(data=BOM + b"# Hi", media_type="text/markdown; charset=utf-8"), b"# Hi"),
+        (DocumentPart(url="data:text/csv;base64," + _b64(BOM + b"a,b")), b"a,b"),
+        (DocumentPart(url="data:text/plain;charset=UTF8," + "%EF%BB%BFx"), b"x"),
+        # One mark only, and only at the start.
+        (DocumentPart(data=BOM + BOM + b"x" + BOM, media_type="text/plain"), BOM + b"x" + BOM),
+        # Not a text document: its bytes as they are.
+        (DocumentPart(data=BOM + b"%PDF", media_type="application/pdf"), BOM + b"%PDF"),
+    ],
+)
+def test_a_leading_utf8_byte_order_mark_is_left_out(part: DocumentPart, data: bytes) -> None:
+    target, recorder = provider("gemini", (200, answer([{"text": "ok"}])))
+    response = target.chat(ChatRequest("gemini-2.5-flash").user("read this", part))
+    sent = recorder.bodies[-1]["contents"][0]["parts"][1]["inlineData"]
+    assert base64.b64decode(sent["data"]) == data
+    assert response.warnings == ()

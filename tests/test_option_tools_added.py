@@ -11,9 +11,9 @@ from pydantic import BaseModel
 
 import allama
 from _recording import provider
-from allama import ExtractionMode
+from allama import ExtractionMetadata, ExtractionMode
 from allama.errors import UnsupportedError
-from allama.types import ChatRequest, ToolChoice, ToolDefinition
+from allama.types import ChatRequest, RequestField, ToolChoice, ToolDefinition
 
 WEATHER = ToolDefinition(
     name="weather",
@@ -135,14 +135,18 @@ def test_gemini_2_5_json_output_beside_google_search_is_refused_before_sending()
         .with_option(ExtractionMode.NATIVE)
         .with_option_json("gemini", {"tools": [{"googleSearch": {}}]})
     )
+    words = (
+        "Gemini 2.x cannot mix built-in tools with function calling or JSON output (Gemini 3 can)"
+    )
     with pytest.raises(UnsupportedError) as caught:
         allama.extract(gemini, City, request)
-    assert caught.value.message.endswith("answers 400 to JSON output beside its built-in tools")
+    assert caught.value.field is RequestField.OPTIONS
+    assert caught.value.message.endswith(words)
     assert recorder.bodies == []
-    # Auto mode falls back to the forced tool before anything is sent.
+    # Auto mode does not fall back: the forced tool beside Google Search is refused too.
     auto = request.with_option(ExtractionMode.AUTO)
-    extracted = allama.extract(gemini, City, auto)
-    assert extracted.metadata.mode is ExtractionMode.FORCED_TOOL
-    assert extracted.metadata.auto_fallback is not None
-    assert len(recorder.bodies) == 1
-    assert "responseMimeType" not in recorder.bodies[0].get("generationConfig", {})
+    with pytest.raises(UnsupportedError) as refused:
+        allama.extract(gemini, City, auto)
+    assert refused.value.message.endswith(words)
+    assert ExtractionMetadata.from_error(refused.value).auto_fallback is None
+    assert recorder.bodies == []

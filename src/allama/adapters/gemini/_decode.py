@@ -52,16 +52,21 @@ Parts of the response candidate, in order:
   part of another kind, or the end: it becomes one `ToolCall` as a whole call does.
 - Any other part (`inlineData`, `fileData`, `executableCode`, `codeExecutionResult`, kinds
   added later) is kept verbatim, in order, under `provider_data["gemini"]["parts"]`, and
-  ends the text or reasoning block before it.
+  ends the text or reasoning block before it. The code the model ran and its result
+  (`executableCode`, `codeExecutionResult`: `SENT_BACK_PARTS`) are also a block in their
+  place, `Reasoning(text="", encrypted_content=<the part as compact JSON>)`, which
+  `to_assistant_message()` carries and the encoder sends back as the part it was, its
+  signature on it: the next turn holds the code the model's words are about.
 
 Thought signatures. Gemini checks `thoughtSignature` (opaque base64 text) on the next turn,
 so it is kept byte for byte. On a thought part it is the signature of that `Reasoning`. On
 any other part it becomes a block of its own, `Reasoning(text="", signature=<sig>)`, placed
 immediately BEFORE the block made from that part (and the text after it starts a new text
 block): the encoder attaches such a text-less signed reasoning block to the part made from
-the block that follows it. A signature on a part kept verbatim stays inside that part. A
-part with nothing but a signature reads as an empty text (or thought) part that carries it.
-An empty text part without a signature makes no block.
+the block that follows it. A signature on a part kept verbatim stays inside that part (and
+goes back with it, for the parts sent back). A part with nothing but a signature reads as an
+empty text (or thought) part that carries it. An empty text part without a signature makes
+no block.
 
 Finish. `STOP` is `tool_calls` when the candidate holds function calls, else `stop`;
 `MAX_TOKENS` is `length`; the safety, blocklist, recitation, language and image-safety
@@ -143,6 +148,7 @@ __all__ = [
     "GROUNDING_METADATA_KEY",
     "NAMESPACE",
     "PARTS_KEY",
+    "SENT_BACK_PARTS",
     "URL_CONTEXT_METADATA_KEY",
     "BlockSink",
     "Chunk",
@@ -150,6 +156,7 @@ __all__ = [
     "Unreadable",
     "billed_chunk",
     "block_data",
+    "candidate_index",
     "decode_body",
     "decode_payload",
     "decode_response",
@@ -174,6 +181,10 @@ CANDIDATES_KEY = "candidates"
 """Candidates beyond the response one (`candidateCount` > 1), verbatim, in order."""
 PARTS_KEY = "parts"
 """Parts allama has no type for (`inlineData`, `executableCode`, ...), verbatim, in order."""
+SENT_BACK_PARTS = frozenset({"executableCode", "codeExecutionResult"})
+"""The parts kept verbatim that the next turn needs back in their place (the code the model
+ran, and its result): each is a text-less `Reasoning` block too, the part its
+`encrypted_content`."""
 FINISH_REASON_KEY = "finish_reason"
 """The raw `finishReason` of a content filter (`SAFETY`, `RECITATION`, ...)."""
 FINISH_MESSAGE_KEY = "finish_message"
@@ -191,13 +202,18 @@ AUDIO_TOKENS_KEY = "audio_tokens"
 text)."""
 
 
-def unread_candidates(count: int, provider: str | None) -> Warning:
+def unread_candidates(count: int, provider: str | None, *, streamed: bool = False) -> Warning:
     """The warning on an answer of `count` candidates, of which only the first is read: the
-    OpenAI family's words on `n` above 1 (`unread_choices`), in Gemini's terms."""
+    OpenAI family's words on `n` above 1 (`unread_choices`), in Gemini's terms. A body keeps
+    the others verbatim; a stream (`streamed`) keeps nothing of them."""
+    kept = (
+        "the others are not kept: a stream carries only the first"
+        if streamed
+        else f"the others are kept verbatim in `provider_data`, under `{CANDIDATES_KEY}`"
+    )
     warning = Warning.unsupported(
         RequestField.OPTIONS,
-        f"the provider answered {count} candidates: only the first is read (the others are "
-        f"kept verbatim in `provider_data`, under `{CANDIDATES_KEY}`)",
+        f"the provider answered {count} candidates: only the first is read ({kept})",
         code=FIRST_CHOICE_ONLY,
     )
     return warning if provider is None else warning.with_provider(provider)
@@ -506,7 +522,8 @@ class Chunk:
         """The response candidate's `urlContextMetadata`, unread (`None` when absent)."""
 
 
-def _index(candidate: Mapping[str, Any]) -> int:
+def candidate_index(candidate: Mapping[str, Any]) -> int:
+    """A candidate's `index` (an absent one is 0)."""
     index = _count(candidate.get("index"))
     return 0 if index is None else index
 
@@ -528,7 +545,7 @@ def read_chunk(payload: Mapping[str, Any], *, first_listed: bool = True) -> Chun
     for candidate in candidates:
         if not isinstance(candidate, dict):
             raise Unreadable("a candidate is not an object")
-        if chosen is None and _index(candidate) == 0:
+        if chosen is None and candidate_index(candidate) == 0:
             chosen = candidate
         else:
             rest.append(candidate)
@@ -580,7 +597,7 @@ def says_finish(payload: Mapping[str, Any]) -> bool:
     stream chunk that does is the whole call's."""
     candidates = payload.get("candidates")
     for candidate in candidates if isinstance(candidates, list) else ():
-        if isinstance(candidate, dict) and _index(candidate) == 0:
+        if isinstance(candidate, dict) and candidate_index(candidate) == 0:
             return _text(candidate.get("finishReason")) is not None
     return block_data(payload.get("promptFeedback")) is not None
 
@@ -629,6 +646,8 @@ class BlockSink(Protocol):
     def signature(self, signature: str) -> None: ...
 
     def arguments(self, arguments: str) -> None: ...
+
+    def encrypted(self, content: str) -> None: ...
 
     def stop(self) -> None: ...
 
@@ -682,6 +701,8 @@ class Layout:
         if text is None:
             self._close()
             self.others.append(part)
+            if part.keys() & SENT_BACK_PARTS:
+                self._sent_back(part)
             return
         if not isinstance(text, str):
             raise Unreadable("a part's `text` is not a string")
@@ -707,6 +728,14 @@ class Layout:
         self._close()
         self._sink.start(block_type, id=id, name=name)
         self._open = block_type
+
+    def _sent_back(self, part: dict[str, Any]) -> None:
+        """A part the next turn needs back as it came (code the model ran, and its result,
+        with the signature on them): a text-less reasoning block of its own whose encrypted
+        content is the part, whole, as compact JSON."""
+        self._start(StreamBlockType.REASONING)
+        self._sink.encrypted(json_text(part))
+        self._close()
 
     def _signed_before(self, signature: str) -> None:
         """The signature of a non-thought part, as a text-less reasoning block of its own."""
@@ -919,7 +948,7 @@ def _set_member(node: Any, step: str | int, value: Any) -> None:
 class _Blocks:
     """A `BlockSink` that builds content blocks."""
 
-    __slots__ = ("_id", "_name", "_pieces", "_signature", "_type", "blocks")
+    __slots__ = ("_encrypted", "_id", "_name", "_pieces", "_signature", "_type", "blocks")
 
     def __init__(self) -> None:
         self.blocks: list[ContentBlock] = []
@@ -928,6 +957,7 @@ class _Blocks:
         self._name: str | None = None
         self._pieces: list[str] = []
         self._signature: str | None = None
+        self._encrypted: str | None = None
 
     def start(
         self, block_type: StreamBlockType, *, id: str | None = None, name: str | None = None
@@ -935,6 +965,7 @@ class _Blocks:
         self._type, self._id, self._name = block_type, id, name
         self._pieces = []
         self._signature = None
+        self._encrypted = None
 
     def text(self, text: str) -> None:
         self._pieces.append(text)
@@ -945,12 +976,17 @@ class _Blocks:
     def arguments(self, arguments: str) -> None:
         self._pieces.append(arguments)
 
+    def encrypted(self, content: str) -> None:
+        self._encrypted = content
+
     def stop(self) -> None:
         text = "".join(self._pieces)
         if self._type is StreamBlockType.TOOL_CALL:
             self.blocks.append(ToolCall(id=self._id or "", name=self._name or "", arguments=text))
         elif self._type is StreamBlockType.REASONING:
-            self.blocks.append(Reasoning(text=text, signature=self._signature))
+            self.blocks.append(
+                Reasoning(text=text, signature=self._signature, encrypted_content=self._encrypted)
+            )
         else:
             self.blocks.append(TextPart(text=text))
         self._type = None

@@ -23,7 +23,10 @@ Thought signatures come back verbatim: a `Reasoning` block with a signature and 
 (as the decoder writes it, just before the part that carried the signature) puts the
 signature on the next part, an empty text included (a turn may end with a signature on an
 empty text part); a thought with text goes back as a thought part. A signature another
-provider issued (`Reasoning.issuer`) is left out: Gemini would refuse it.
+provider issued (`Reasoning.issuer`) is left out: Gemini would refuse it. The code the model
+ran and its result (a text-less `Reasoning` whose encrypted content is the decoder's
+`executableCode` or `codeExecutionResult` part) go back in their place as those parts, as
+they came, their signatures on them.
 
 Tool results that answer one model turn go in the order of its calls, whatever order the
 caller gave them in: Gemini pairs a response with its call by position and name, and the
@@ -41,6 +44,8 @@ model would think at its default.
 from __future__ import annotations
 
 import base64
+import codecs
+import json
 import mimetypes
 import re
 from collections.abc import Mapping
@@ -63,8 +68,9 @@ from allama.adapters._tool_ids import (
     results_in_call_order,
 )
 from allama.adapters.gemini._capabilities import GeminiFamily, SchemaSurface, Thinking
+from allama.adapters.gemini._decode import SENT_BACK_PARTS
 from allama.adapters.gemini._profile import GeminiProfile
-from allama.errors import InvalidRequestError
+from allama.errors import InvalidRequestError, UnsupportedError
 from allama.schema._errors import SchemaError
 from allama.schema._inline import no_object_parameters, object_parameters
 from allama.schema._rewrite import Rewrite, apply_strict_policy
@@ -300,19 +306,22 @@ class _Encoder:
                 raise self.invalid(
                     f"the image holds no data, which {self.profile.display_name} cannot read"
                 )
-        if charset is not None and _is_text(media_type):
+        if isinstance(part, DocumentPart) and media_type and _is_text(media_type):
             encoded = self.as_utf8(raw, encoded, media_type, charset)
         return {"inlineData": {"mimeType": media_type, "data": encoded}}
 
-    def as_utf8(self, raw: bytes, encoded: str, media_type: str, charset: str) -> str:
-        """Text in `charset` (given by the part's media type or its data URL's) as base64
-        of its UTF-8: the `mimeType` is sent without parameters, and Gemini reads text as
-        UTF-8. Text is any type `_is_text` names: JSON, XML and code under application/*
-        too, which may name a charset (`application/x-python; charset=utf-16`) as text/*
-        does."""
+    def as_utf8(self, raw: bytes, encoded: str, media_type: str, charset: str | None) -> str:
+        """Text in `charset` (given by the part's media type or its data URL's; UTF-8 where
+        none is) as base64 of its UTF-8: the `mimeType` is sent without parameters, and
+        Gemini reads text as UTF-8. Text is any type `_is_text` names: JSON, XML and code
+        under application/* too, which may name a charset (`application/x-python;
+        charset=utf-16`) as text/* does. A leading byte-order mark is no part of the text
+        (`decode_text`): left out of UTF-8 too, whose bytes otherwise go as they are."""
         part = f"{'an' if media_type.startswith(('a', 'i')) else 'a'} {media_type} part"
         try:
             if text_codec(charset) == "utf-8":
+                if raw.startswith(codecs.BOM_UTF8):
+                    return base64.b64encode(raw[len(codecs.BOM_UTF8) :]).decode("ascii")
                 return encoded
             text = decode_text(raw, charset)
         except LookupError:
@@ -341,6 +350,11 @@ class _Encoder:
                 # item's id) is no thought signature here: Gemini would refuse it
                 # ("Corrupted thought signature").
                 issued = block.goes_back_to(self.degradations.provider)
+                kept = _sent_back_part(block) if issued else None
+                if kept is not None:
+                    # Code the model ran, or its result, with its own signature: in its place.
+                    parts.append(kept)
+                    continue
                 own = block.signature if issued else None
                 if own and own.startswith(OPENAI_REASONING_ID_PREFIX):
                     own = None
@@ -505,6 +519,10 @@ class _Encoder:
                 "responseMimeType": "text/x.enum",
                 "responseSchema": {"type": "STRING", "enum": options},
             }
+        if not self.family.json_with_tools and (built_in := self.option_built_in()):
+            # Not a refusal of the format alone: a forced tool in its place (an automatic
+            # extraction's fallback) would be function calling beside the same tools.
+            raise self.built_in_refused(built_in, "JSON output")
         if gives_tools(self.request, BODY_OPTION) and not self.family.json_with_tools:
             # The 400 is Gemini's to function declarations, the request's or the body
             # option's ("Function calling with a response mime type ... is unsupported").
@@ -614,6 +632,50 @@ class _Encoder:
         extra = self.request.option_json(BODY_OPTION)
         given = extra.get("tools") if isinstance(extra, dict) else None
         return bool(self.request.tools) or bool(option_tools(BODY_OPTION, given))
+
+    def option_built_in(self) -> list[str]:
+        """The built-in tools (`googleSearch`, `codeExecution`, ...) the body option's `tools`
+        will send: a list goes after the request's tools, anything else only in place of
+        none (`option_fields`)."""
+        extra = self.request.option_json(BODY_OPTION)
+        given = extra.get("tools") if isinstance(extra, dict) else None
+        if given is None or (self.request.tools and not isinstance(given, list)):
+            return []
+        return _built_in(given)
+
+    def built_in_refused(self, built_in: list[str], what: str) -> UnsupportedError:
+        """The refusal, before sending and whatever the policy, of `what` (function
+        declarations, JSON output) beside the body option's built-in tools on a family that
+        answers 400 to either ("Tool use with function calling is unsupported", "Tool use
+        with a response mime type ... is unsupported"). Named on `options`, where the
+        built-in tools are given: neither side is dropped, and a forced tool in place of JSON
+        output would meet the same refusal."""
+        names = ", ".join(f"`{name}`" for name in built_in)
+        return self.degradations.unsupported(
+            RequestField.OPTIONS,
+            f"{self.where} answers 400 to {what} beside the built-in tools of the body option "
+            f"`{BODY_OPTION}` ({names}): Gemini 2.x cannot mix built-in tools with function "
+            "calling or JSON output (Gemini 3 can)",
+        )
+
+    def check_built_in(self, body: dict[str, Any], generation: dict[str, Any]) -> None:
+        """Refuse the body as it would go (`built_in_refused`): built-in tools beside
+        function declarations (the request's, an extraction's tool, the body option's), or
+        beside JSON output the body option's `generationConfig` asks for."""
+        if self.family.json_with_tools:
+            return
+        tools = body.get("tools")
+        built_in = _built_in(tools)
+        if not built_in:
+            return
+        entries = tools if isinstance(tools, list) else [tools]
+        if any(
+            isinstance(tool, dict) and any(tool.get(key) for key in _DECLARATIONS)
+            for tool in entries
+        ):
+            raise self.built_in_refused(built_in, "function declarations")
+        if generation.get("responseMimeType") == "application/json":
+            raise self.built_in_refused(built_in, "JSON output")
 
     def declaration(self, tool: ToolDefinition) -> dict[str, Any]:
         # An object root, as the fields take: `{}` gets its `type`, a root `$ref` is
@@ -739,6 +801,7 @@ class _Encoder:
             )
             if why is not None:
                 raise self.invalid(why)
+            self.check_built_in(body, generation)
         if generation:
             body["generationConfig"] = generation
         return body
@@ -849,6 +912,23 @@ class _Encoder:
     def warn_replaced(self, field: RequestField, where: str, theirs: Any) -> None:
         what = f"`{where}` of the body option `{BODY_OPTION}`"
         self.degradations.warn(replaced_by_option(self.request, field, what, theirs))
+
+
+_DECLARATIONS = ("functionDeclarations", "function_declarations")
+"""A tool's function declarations, by both spellings (`_gemini_tools`)."""
+
+
+def _built_in(tools: Any) -> list[str]:
+    """The built-in tools among `tools` as a body sends them (a list, or one tool): each
+    field of a tool that holds an object, as every built-in tool is (`googleSearch: {}`,
+    `codeExecution`, `urlContext`, kinds added later), by name, once each, in order. What
+    has not that shape is no tool of Gemini's: the provider answers for it."""
+    names: list[str] = []
+    for tool in tools if isinstance(tools, list) else [tools]:
+        for key, value in tool.items() if isinstance(tool, dict) else ():
+            if isinstance(value, dict) and key not in _DECLARATIONS and key not in names:
+                names.append(key)
+    return names
 
 
 _NOT_WITH_CACHE = {
@@ -967,6 +1047,22 @@ def encode_request(
     encoder = _Encoder(request, profile, family, degradations, stream)
     body = encoder.body()
     return HttpRequest("POST", url, headers, body, params or {}, as_sent=encoder.as_sent)
+
+
+def _sent_back_part(block: Reasoning) -> dict[str, Any] | None:
+    """The part a text-less `Reasoning` block carries as its encrypted content (the
+    decoder's for `SENT_BACK_PARTS`: an `executableCode` or `codeExecutionResult` part as
+    JSON), or `None` when it carries none (another provider's encrypted reasoning)."""
+    content = block.encrypted_content
+    if block.text or block.signature or not content or not content.startswith("{"):
+        return None
+    try:
+        part = json.loads(content)
+    except ValueError:
+        return None
+    if not isinstance(part, dict) or not part.keys() & SENT_BACK_PARTS:
+        return None
+    return part
 
 
 def _blank(part: dict[str, Any]) -> bool:

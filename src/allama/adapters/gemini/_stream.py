@@ -15,7 +15,9 @@ same response's body decodes to (text parts join into one text block, thought pa
 one reasoning block, a thought signature on a non-thought part is a signed text-less
 reasoning block opened and closed right before that part's block). Function calls arrive
 whole: a tool-call block with its arguments in one delta. Only the candidate with index 0
-streams; other candidates (`candidateCount` > 1) are left out of the stream.
+streams; other candidates (`candidateCount` > 1) are left out of the stream, and `close()`
+warns of them (`unread_candidates`, counting the distinct indexes that came), as a body's
+are warned of.
 
 Candidate metadata (see `_decode`) is put together over the chunks of candidate 0 so that a
 stream collects to what the same response's body keeps, and reported once, by `close()`:
@@ -76,6 +78,7 @@ from allama.adapters.gemini._decode import (
     Layout,
     Unreadable,
     billed_chunk,
+    candidate_index,
     finish_data,
     finish_reason_of,
     is_error_object,
@@ -83,6 +86,7 @@ from allama.adapters.gemini._decode import (
     read_chunk,
     says_finish,
     says_something,
+    unread_candidates,
     with_billed_usage,
 )
 from allama.adapters.gemini._errors import error_from_payload
@@ -101,6 +105,7 @@ from allama.types import (
     TextDelta,
     ToolCallDelta,
     UsageEvent,
+    WarningEvent,
 )
 from allama.types._response import MEDIA_TOKENS_KEY
 
@@ -347,6 +352,9 @@ class _Events:
     def arguments(self, arguments: str) -> None:
         self.events.append(ToolCallDelta(index=self._index, arguments=arguments))
 
+    def encrypted(self, content: str) -> None:
+        self.events.append(ReasoningDelta(index=self._index, encrypted_content=content))
+
     def stop(self) -> None:
         self.events.append(BlockStop(index=self._index))
 
@@ -385,6 +393,9 @@ class GenerateStreamDecoder:
         self._citations: Any = None
         self._grounding: Any = None
         self._url_context: Any = None
+        self._others: set[int] = set()
+        """The indexes of the other candidates that came (`candidateCount` > 1): warned of
+        at the end, as a body's are, and not kept."""
         self._billed: dict[str, Any] = {}
         """What the usage said it is billed at (audio, image and video tokens, a tier), as
         last said."""
@@ -512,6 +523,9 @@ class GenerateStreamDecoder:
             # A blocked prompt (in the first chunk, which has no candidate).
             self._blocked = chunk.blocked
             self.finished = True
+        self._others.update(
+            candidate_index(other) for other in chunk.others if isinstance(other, dict)
+        )
         if chunk.has_candidate:
             self._answered = True
             self._unanswered = None
@@ -572,6 +586,11 @@ class GenerateStreamDecoder:
         metadata = metadata_data(self._citations, self._grounding, self._url_context)
         for key, value in metadata.items():
             yield ProviderDataEvent(namespace=NAMESPACE, key=key, value=value)
+        if self._others:
+            # Paid for (their tokens are in the usage), not read: said, as a body's are.
+            count = len(self._others | ({0} if self._answered else set()))
+            warning = unread_candidates(count, self._provider, streamed=True)
+            yield WarningEvent(warning=warning)
         if self._finish is not None:
             for key, value in finish_data(self._finish, self._finish_message).items():
                 yield ProviderDataEvent(namespace=NAMESPACE, key=key, value=value)
