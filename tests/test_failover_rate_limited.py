@@ -184,12 +184,64 @@ def test_no_wait_is_kept_without_a_retryable_error_that_asked_for_one(
 ) -> None:
     first = MockProvider([failure, "from a"], name="a")
     both = FailoverProvider([first, MockProvider(["b"], name="b")], clock=Clock())
-    if failure.retryable:
-        both.chat(REQUEST)
-    else:
-        with pytest.raises(RateLimitedError):
-            both.chat(REQUEST)
+    assert both.chat(REQUEST).text() == "b"
     assert both.chat(REQUEST).text() == "from a"
+
+
+_TOO_LARGE = (
+    "Request too large for gpt-4o-mini in organization org-x on tokens per min (TPM): "
+    "Limit 30000, Requested 45000."
+)
+
+
+@pytest.mark.parametrize(
+    ("words", "headers"),
+    [
+        # A 429 the provider says not to send again.
+        (
+            "Rate limit reached for gpt-4o-mini on requests per min (RPM)",
+            {"x-should-retry": "false"},
+        ),
+        # A request larger than the account's limit per minute: no wait lets it through.
+        (_TOO_LARGE, {}),
+        # Groq's words for it: what it asks beside what the limit holds.
+        ("Limit 7000, Used 0, Requested 7895. Please try again in 7.67s.", {}),
+    ],
+)
+def test_a_rate_limit_no_wait_gets_through_moves_on_to_the_next_provider(
+    words: str, headers: dict[str, str]
+) -> None:
+    """The limit is the account's (or its tier's), as a quota is: another provider's may be
+    higher, and the request goes there rather than being raised with the backup unasked."""
+    refused = [0]
+
+    def limited(request: httpx2.Request) -> httpx2.Response:
+        refused[0] += 1
+        body = {"error": {"message": words, "type": "tokens", "code": "rate_limit_exceeded"}}
+        return httpx2.Response(429, headers=headers, json=body)
+
+    backup = _Endpoint()
+    transport = Transport(
+        client=httpx2.Client(transport=httpx2.MockTransport(limited)),
+        async_client=httpx2.AsyncClient(transport=httpx2.MockTransport(limited)),
+    )
+    first = allama.provider("openai", api_key="sk-test", transport=transport)
+    both = FailoverProvider([first, _served("groq", backup)], clock=Clock())
+
+    answered = both.chat(REQUEST)
+    assert (answered.text(), answered.provider_data["allama"]["failover"]) == (
+        "hi",
+        {"attempts": 2, "providers": ["openai", "groq"]},
+    )
+    assert asyncio.run(both.achat(REQUEST)).provider == "groq"
+    assert (refused[0], backup.calls) == (2, 2)  # no wait kept: the first is tried again
+
+    # The last provider's is raised as it is, the earlier provider's error in its chain.
+    last = FailoverProvider([MockProvider([OverloadedError("busy")], name="a"), first])
+    with pytest.raises(RateLimitedError) as raised:
+        last.chat(REQUEST)
+    assert (str(raised.value), raised.value.retryable) == (words, False)
+    assert type(raised.value.fallback_from) is OverloadedError
 
 
 def test_calls_from_threads_share_the_wait_and_hold_no_lock_over_a_call() -> None:

@@ -1449,7 +1449,9 @@ def test_reset_durations_parse_to_seconds(
     head = (f"{hours}h" if hours else "") + (f"{minutes}m" if minutes else "")
     tail = f"{seconds}s{millis}ms" if as_ms else f"{seconds}.{millis:03d}s"
     expected = hours * 3600 + minutes * 60 + seconds + millis / 1000
-    assert retry_after_seconds({"x-ratelimit-reset-tokens": head + tail}) == pytest.approx(expected)
+    # (Of a limit used up: a reset of 0 of one with some left, or not known, is no wait.)
+    used_up = {"x-ratelimit-remaining-tokens": "0", "x-ratelimit-reset-tokens": head + tail}
+    assert retry_after_seconds(used_up) == pytest.approx(expected)
 
 
 @given(st.integers(400, 599), st.binary(max_size=300) | _JSON.map(json.dumps).map(str.encode))

@@ -18,6 +18,7 @@ from allama.errors import (
     AuthenticationError,
     Error,
     NotFoundError,
+    RateLimitedError,
     ServerError,
     UnsupportedError,
     asked_wait,
@@ -74,6 +75,11 @@ _SKIPPED = "skipped"
 
 _PROVIDER_FAILURES = (NotFoundError, ServerError)
 """Failures of the provider, not of the request: another provider need not meet them."""
+
+_ACCOUNT_LIMITS = (RateLimitedError,)
+"""A rate limit, whether or not a wait lets the request through (a request larger than a
+limit per minute, a 429 the provider says not to retry): the limit is the account's or its
+tier's, like a quota, and another provider's may be higher."""
 
 R = TypeVar("R")
 
@@ -259,11 +265,12 @@ class FailoverProvider(Wrapper):
     The error finally raised keeps the chain: its `fallback_from` is the error of the
     provider tried before, and so on (`allama.errors.errors_in_chain`). A non-retryable error
     is raised at once, since another provider would refuse the same request, but for a
-    refusal of the account (a key refused, a permission or a quota it has not), which
-    another provider's account need not meet, and a failure of the provider itself: a model
-    or endpoint it does not have (`NotFoundError`: a retired model, a local model file that
-    is not there), a server that failed for good (`ServerError`: a local engine that cannot
-    load its model). With
+    refusal of the account (a key refused, a permission or a quota it has not) or a rate
+    limit of its (every `RateLimitedError`, one no wait gets through too: a request larger
+    than a limit per minute), which another provider's account need not meet or may have
+    higher, and a failure of the provider itself: a model or endpoint it does not have
+    (`NotFoundError`: a retired model, a local model file that is not there), a server that
+    failed for good (`ServerError`: a local engine that cannot load its model). With
     `failover_on_unsupported`, an `UnsupportedError` refused before sending (nothing paid)
     also moves on. A response after a failover records the providers tried in
     `provider_data["allama"]["failover"]`. A stream fails over on an error met before the
@@ -324,7 +331,8 @@ class FailoverProvider(Wrapper):
 
     def fails_over_on(self, error: Error) -> bool:
         """Whether `error` sends the request on to the next provider."""
-        if error.retryable or isinstance(error, ACCOUNT_REFUSALS + _PROVIDER_FAILURES):
+        moves_on = ACCOUNT_REFUSALS + _ACCOUNT_LIMITS + _PROVIDER_FAILURES
+        if error.retryable or isinstance(error, moves_on):
             return True
         return (
             self.failover_on_unsupported

@@ -122,6 +122,9 @@ limit"), not one named in passing ("does not count toward your weekly usage limi
 _TOO_LARGE = r"(?i)request too large"
 """OpenAI's 429 for a request larger than a per-minute limit (`Requested 45000`, `Limit
 30000`): a rate limit by its status and code, which no wait ends."""
+_LIMIT_REQUESTED = r"(?i)\blimit:? (\d+(?:,\d{3})*)\b[^.]*?\brequested:? (\d+(?:,\d{3})*)\b"
+"""A 429's words giving the limit and what the request asked (Groq's "Limit 7000, Used 0,
+Requested 7895", OpenAI's "Limit 30000, Requested 45000"), in one sentence."""
 _RESPONSE_FORMAT_SCHEMA = (
     r"(?i)invalid schema for response_format|response format `?json_schema`?|"
     r"does not support response format|json_(?:schema|object)\b.*not supported"
@@ -466,7 +469,9 @@ def retry_after_seconds(
     Cerebras' `-tokens-minute` and `-requests-day` too): those of the
     exhausted limits (remaining `0`) when the headers say which; else the tokens' per
     minute (a request larger than the tokens left meets that limit with some left; one of
-    requests met reads `0`, and may be per day, as Groq's is), else the longest.
+    requests met reads `0`, and may be per day, as Groq's is), else the longest. A reset of
+    `0` counts only for a limit used up: of one not known to be (Azure's 429 says `-1`
+    remain, of a limit of `-1`), it is no wait, and `None` is, where no other reset reads.
     """
     lower = {key.lower(): value for key, value in headers.items()}
     # A moment to wait until is the provider's, read on its clock (`wait_until`) as the
@@ -491,19 +496,21 @@ def retry_after_seconds(
     if explicit:
         return max(max(explicit), 0.0)
     resets: dict[str, float] = {}
+    exhausted: list[float] = []
     for name, raw in lower.items():
         kind = name.removeprefix("x-ratelimit-reset")
         if kind == name or (kind and not kind.startswith("-")):
             continue  # not a reset (whose name ends there, or goes on `-tokens-minute`...)
-        if (seconds := _reset_wait(kind, raw, dated, now)) is not None:
+        seconds = _reset_wait(kind, raw, dated, now)
+        used_up = lower.get(f"x-ratelimit-remaining{kind}", "").strip() == "0"
+        # A reset of 0 is no wait but where its limit is used up: Azure's 429 sends
+        # `-1` (not known) for the limit and what remains, and `0` for the reset.
+        if seconds is not None and (seconds > 0 or used_up):
             resets[kind] = seconds
+            if used_up:
+                exhausted.append(seconds)
     if not resets:
         return None
-    exhausted = [
-        seconds
-        for kind, seconds in resets.items()
-        if lower.get(f"x-ratelimit-remaining{kind}", "").strip() == "0"
-    ]
     per_minute = [
         seconds for kind, seconds in resets.items() if "tokens" in kind and "day" not in kind
     ]
@@ -664,21 +671,23 @@ def _classify(status: int | None, info: ErrorInfo, headers: Mapping[str, str]) -
         if re.search(_AT_CAPACITY, message):
             # The provider full, whoever asks (its `Retry-After`, if any, read as a 503's).
             return OverloadedError(message)
-        if re.search(_TOO_LARGE, message):
+        if re.search(_TOO_LARGE, message) or _over_the_limit(message):
             # The request alone is over a limit: no wait lets it through, and the wait the
             # headers give is not one to make.
             return RateLimitedError(message).with_retryable(False)
-        # The headers', and the limit's as a router put them in its body: the longer.
-        # A router's moments, as its upstream's headers, read on the clock its `Date` gives.
+        # The headers', the limit's as a router put them in its body, and the words'
+        # (OpenAI's and Groq's "Please try again in 8.64s.", Azure's "Please retry after 38
+        # seconds."): the longest, for a header's may be a reset of another limit than the
+        # one met. A router's moments, as its upstream's headers, read on the clock its
+        # `Date` gives.
         limits = info.limits or {}
+        said = re.search(_TRY_AGAIN_IN, message) or re.search(_AFTER_SECONDS, message)
         waits = (
             retry_after_seconds(headers),
             retry_after_seconds(limits, dated=headers),
+            None if said is None else _duration(said.group(1)),
         )
         wait = max((seconds for seconds in waits if seconds is not None), default=None)
-        if wait is None:  # OpenAI's and Groq's words: "Please try again in 8.64s."
-            said = re.search(_TRY_AGAIN_IN, message) or re.search(_AFTER_SECONDS, message)
-            wait = None if said is None else _duration(said.group(1))
         if spent_quota(message, wait):
             return QuotaExceededError(message).with_retryable(False)
         return RateLimitedError(message, retry_after=wait)
@@ -727,6 +736,17 @@ def _classify(status: int | None, info: ErrorInfo, headers: Mapping[str, str]) -
     if status == 409:
         error.with_retryable(True)  # a conflict: asking again may succeed
     return error
+
+
+def _over_the_limit(message: str) -> bool:
+    """Whether a 429's words say the request alone asks more than the limit holds (Groq's
+    "Limit 7000, Used 0, Requested 7895. Please try again in 7.67s."): as a "request too
+    large", no wait lets it through, whatever wait the words give."""
+    said = re.search(_LIMIT_REQUESTED, message)
+    if said is None:
+        return False
+    limit, requested = (int(group.replace(",", "")) for group in said.groups())
+    return requested > limit
 
 
 def _refused_field(message: str) -> RequestField | None:
