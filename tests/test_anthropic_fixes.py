@@ -256,7 +256,11 @@ def test_budget_thinking_still_stays_off_in_a_loop_that_opened_without_it() -> N
 def test_a_paused_turn_keeps_the_order_of_its_blocks_streamed_or_not() -> None:
     message = _message(PAUSED, "pause_turn")
     response = _decode(message)
-    assert response.provider_value("anthropic", "resume") == [0, 1, SEARCH, RESULT, 2, SEARCH_2]
+    # Marked paused: sent back last, it is continued rather than taken as a prefill.
+    assert response.provider_value("anthropic", "resume") == {
+        "paused": True,
+        "blocks": [0, 1, SEARCH, RESULT, 2, SEARCH_2],
+    }
     assert response.provider_value("anthropic", "server_blocks") == [SEARCH, RESULT, SEARCH_2]
     assert _collect(decode_stream(_stream(message))) == response
     # A turn that was not paused, and holds no server blocks, keeps no order to send back.
@@ -268,7 +272,9 @@ def test_a_paused_turn_keeps_the_order_of_its_blocks_streamed_or_not() -> None:
 
 def test_to_assistant_message_carries_only_what_continues_the_turn() -> None:
     message = _decode(_message(PAUSED, "pause_turn")).to_assistant_message()
-    assert message.provider_data == {"anthropic": {"resume": [0, 1, SEARCH, RESULT, 2, SEARCH_2]}}
+    assert message.provider_data == {
+        "anthropic": {"resume": {"paused": True, "blocks": [0, 1, SEARCH, RESULT, 2, SEARCH_2]}}
+    }
     assert AssistantMessage.from_json(message.to_json()) == message
     assert "Search first" not in repr(message)
 
@@ -384,6 +390,77 @@ def test_a_finished_turn_that_searched_goes_back_with_its_results() -> None:
         "role": "assistant",
         "content": [SEARCH, RESULT, {"type": "text", "text": CITED_TEXT["text"]}],
     }
+
+
+# A finished turn with server blocks goes back whole, yet sent last it is a prefill like any
+# other assistant turn: only a paused turn (or code waiting on tool calls) is continued.
+
+
+def test_a_finished_turn_that_searched_is_not_marked_paused_streamed_or_not() -> None:
+    message = _message([SEARCH, RESULT, CITED_TEXT])
+    response = _decode(message)
+    assert response.provider_value("anthropic", "resume") == [SEARCH, RESULT, 0]
+    assert _collect(decode_stream(_stream(message))) == response
+
+
+@pytest.mark.parametrize(
+    ("model", "effort", "why"),
+    [
+        (
+            "claude-sonnet-4-5",
+            ReasoningEffort.LOW,
+            "Anthropic does not continue a last assistant message with thinking on",
+        ),
+        (
+            "claude-opus-5",
+            None,
+            "`claude-opus-5` on Anthropic does not continue a last assistant message (prefill)",
+        ),
+    ],
+)
+def test_a_finished_turn_that_searched_sent_last_is_left_out_as_a_prefill_is(
+    model: str, effort: ReasoningEffort | None, why: str
+) -> None:
+    request = ChatRequest(model).user("Find A.").with_reasoning_effort(effort)
+    wire = _Wire(_message([SEARCH, RESULT, CITED_TEXT]), _message([{"type": "text", "text": "B."}]))
+    found = wire.provider.chat(request)
+    again = wire.provider.chat(request.push(found.to_assistant_message()))
+    # Anthropic would refuse it (400): left out with a warning, as any last assistant turn.
+    assert wire.sent[-1]["messages"] == [{"role": "user", "content": "Find A."}]
+    assert [(w.kind, w.message) for w in _about(list(again.warnings), RequestField.MESSAGES)] == [
+        (WarningKind.UNSUPPORTED, f"{why}; it was left out")
+    ]
+
+
+def test_a_finished_turn_that_searched_sent_last_goes_whole_where_a_prefill_may() -> None:
+    request = ChatRequest("claude-sonnet-4-5").user("Find A.")
+    wire = _Wire(_message([SEARCH, RESULT, CITED_TEXT]), _message([{"type": "text", "text": "B."}]))
+    found = wire.provider.chat(request)
+    again = wire.provider.chat(request.push(found.to_assistant_message()))
+    assert wire.sent[-1]["messages"][-1] == {
+        "role": "assistant",
+        "content": [SEARCH, RESULT, {"type": "text", "text": CITED_TEXT["text"]}],
+    }
+    assert _about(list(again.warnings), RequestField.MESSAGES) == []
+
+
+def test_a_finished_turn_whose_content_changed_says_what_going_without_its_blocks_costs() -> None:
+    found = _decode(_message([SEARCH, RESULT, CITED_TEXT])).to_assistant_message()
+    changed = found.model_copy(update={"content": (TextPart(text="A."), TextPart(text="B."))})
+    body, warnings = _sent(ChatRequest("claude-sonnet-4-5").user("Find A.").push(changed).user("?"))
+    assert body["messages"][1] == {
+        "role": "assistant",
+        "content": [{"type": "text", "text": "A."}, {"type": "text", "text": "B."}],
+    }
+    assert [(w.kind, w.message) for w in _about(warnings, RequestField.MESSAGES)] == [
+        (
+            WarningKind.APPROXIMATED,
+            "a turn with server tool blocks (a server tool's calls and results, in a finished "
+            "turn, a paused one, or one whose code execution waits on tool calls) no longer "
+            "holds the content it came with; it was sent without its server tool blocks, so "
+            "the model neither goes on from their results nor continues the turn",
+        )
+    ]
 
 
 # A native retry on a Claude that was sent no format: the retry turn shows the schema.

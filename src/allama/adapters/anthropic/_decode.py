@@ -8,7 +8,9 @@ blocks under `resume`, so that `to_assistant_message()` sends it back whole: Ant
 continues a paused turn only so, and the model goes on from a search (before a tool call or
 an answer) only with its results; so does a turn with a tool call made from code execution
 (a `tool_use` with a `caller`: the code waits on its result), the caller kept beside the
-call's index. The code execution container a message names is kept verbatim under
+call's index. A paused turn says so (`{"paused": true, "blocks": [...]}`): sent back last,
+it is continued (as one whose code waits is), where a finished turn is a prefill like any
+other assistant turn. The code execution container a message names is kept verbatim under
 `container`, and under `resume` (then
 `{"container": ..., "blocks": [...]}`, `blocks` only for a turn that goes back whole): the
 next request names it where the turn's code waits on tool calls, continued only there.
@@ -61,6 +63,7 @@ __all__ = [
     "ISSUER_KEY",
     "NAMESPACE",
     "PAUSED",
+    "PAUSED_KEY",
     "REFUSAL_CATEGORY_KEY",
     "RESUME_KEY",
     "SERVER_BLOCKS_KEY",
@@ -96,6 +99,10 @@ CONTAINER_KEY = "container"
 ISSUER_KEY = "issuer"
 """In `resume`, where it is a dict: the provider (its preset's name) that issued the turn,
 whose server blocks and container go back to it alone."""
+PAUSED_KEY = "paused"
+"""In `resume`, `true` for a turn Anthropic paused (`pause_turn`): sent back last, it is
+continued as it is, never dropped as a prefill the request cannot continue. A turn that
+goes back whole for its server blocks alone, finished, is a prefill like any other there."""
 USAGE_DETAILS_KEY = "usage_details"
 """What usage reports besides token counts that changes the bill, verbatim: whichever of
 `server_tool_use`, `cache_creation`, `service_tier`, `speed`, `inference_geo` and
@@ -139,6 +146,11 @@ def finish_reason_of(raw: Any) -> FinishReason | None:
 
 
 def _count(value: Any) -> int | None:
+    """A token count: an integer, or a whole-number float (`20.0`, as a proxy may write one,
+    and as Chat Completions reads it) as its integer; a flag, a fraction, a negative float
+    or anything else is none (not reported)."""
+    if isinstance(value, float):
+        return int(value) if value.is_integer() and value >= 0 else None
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
@@ -275,15 +287,17 @@ def resume_of(
     holds server blocks: the searches and results the model goes on from, which a turn sent
     back without them loses), and the container it ran in, which the next request names;
     with the provider that issued the turn (`ISSUER_KEY`), where one is named, since they go
-    back there alone."""
+    back there alone, and whether it paused (`PAUSED_KEY`), to be continued."""
     whole = paused or any(
         isinstance(item, dict) and ("index" in item or "type" in item) for item in layout
     )
     if not whole:
         return None if container is None else {"container": container}
-    if container is None and issuer is None:
+    if container is None and issuer is None and not paused:
         return layout
     resume: dict[str, JsonValue] = {} if issuer is None else {ISSUER_KEY: issuer}
+    if paused:
+        resume[PAUSED_KEY] = True
     if container is not None:
         resume["container"] = container
     resume["blocks"] = layout
@@ -323,7 +337,8 @@ def _blocks(
         if caller is not None:
             layout.append({"index": len(blocks), "caller": caller})
         else:
-            layout.append(len(blocks) if kind in _TYPED else block)
+            typed = isinstance(kind, str) and kind in _TYPED  # (a `type` not a string: unknown)
+            layout.append(len(blocks) if typed else block)
         if kind == "text":
             citations = citations_of(block)
             if citations:

@@ -127,12 +127,14 @@ MAX_OPTIONAL = 24
 MAX_UNIONS = 16
 
 _NAMESPACE = "anthropic"
-"""The `provider_data` namespace the decoder writes a turn's `RESUME_KEY` to: a paused
-turn's blocks in order (a list), or `{"container": ..., "blocks": [...]}` for a turn that
+"""The `provider_data` namespace the decoder writes a turn's `RESUME_KEY` to: the blocks in
+order (a list) of a turn that goes back whole (one holding server tool blocks, paused, or
+whose code waits on tool calls), or `{"container": ..., "blocks": [...]}` for a turn that
 ran in a code execution container (`blocks` when it goes back whole); a turn that goes back
 whole names the provider that issued it there too (`"issuer"`, where the decoder was told
-it), and goes back whole to that provider alone."""
+it), and goes back whole to that provider alone; a paused one says so (`"paused": true`)."""
 _ISSUER = "issuer"
+_PAUSED = "paused"
 
 _IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 
@@ -176,7 +178,8 @@ class _Encoder:
         self.forces_tool = self.forcing()
         self.optional = 0
         self.unions = 0
-        self.resuming: AssistantMessage | None = None  # the last paused turn sent back whole
+        # The last turn sent back whole to be continued (paused, or its code waits).
+        self.resuming: AssistantMessage | None = None
         self.paused_last = False  # the conversation ends in that turn
         self.container: str | None = None  # the container the last turn's code waits in
         self.as_sent: dict[str, Any] = {}  # settings sent otherwise than the request gives
@@ -437,10 +440,11 @@ class _Encoder:
         layout = self.resumed(message)
         if layout is None:
             return [wire for wire in encoded if wire is not None]
-        self.resuming = message
-        # A paused turn, or one whose code execution waits on tool calls, goes back whole,
-        # in its order, its server blocks and a call's `caller` verbatim: that is how
-        # Anthropic continues it.
+        if _continued(message, layout):
+            self.resuming = message
+        # A turn holding server tool blocks goes back whole, in its order, its server blocks
+        # and a call's `caller` verbatim: that is how Anthropic continues a paused turn (or
+        # code waiting on tool calls), and how the model goes on from its searches' results.
         blocks = []
         for item in layout:
             if isinstance(item, int):
@@ -476,9 +480,10 @@ class _Encoder:
         if not self.issued(message, resume):
             self.degradations.approximate(
                 RequestField.MESSAGES,
-                f"{self.profile.display_name} continues only the turns it issued; another "
-                "provider's turn that goes back whole (paused, or waiting on tool calls from "
-                "code execution) was sent without its server tool blocks and container",
+                f"{self.profile.display_name} takes back server tool blocks only in the turns "
+                "it issued; another provider's turn holding some (a server tool's calls and "
+                "results, in a finished turn, a paused one, or one whose code execution waits "
+                "on tool calls) was sent without its server tool blocks and container",
             )
             return None
         if isinstance(resume, dict):
@@ -493,9 +498,10 @@ class _Encoder:
             return layout
         self.degradations.approximate(
             RequestField.MESSAGES,
-            "a turn sent back whole (paused, or waiting on tool calls from code execution) "
-            "no longer holds the content it came with; it was sent without its server tool "
-            "blocks, so the model cannot continue it",
+            "a turn with server tool blocks (a server tool's calls and results, in a finished "
+            "turn, a paused one, or one whose code execution waits on tool calls) no longer "
+            "holds the content it came with; it was sent without its server tool blocks, so "
+            "the model neither goes on from their results nor continues the turn",
         )
         return None
 
@@ -540,7 +546,9 @@ class _Encoder:
         elif thinking:
             why = f"{self.profile.display_name} does not continue a last assistant message "
             why += "with thinking on"
-        if why is not None and not self.paused_last:  # (a paused turn is continued as sent)
+        # A paused turn (or one whose code waits) is continued as sent; any other is a
+        # prefill, a finished turn holding server tool blocks among them.
+        if why is not None and not self.paused_last:
             self.degradations.refuse(RequestField.MESSAGES, why, instead="it was left out")
             messages.pop()
             return
@@ -1557,6 +1565,16 @@ def _option_field(key: str) -> str:
 
 def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=repr)
+
+
+def _continued(message: AssistantMessage, layout: list[int | dict[str, Any]]) -> bool:
+    """Whether a turn that goes back whole is one Anthropic continues: it paused
+    (`pause_turn`), or its code execution waits on tool calls (a call with its `caller`).
+    Sent last, such a turn is continued as sent; a finished one (its searches done) is a
+    prefill like any other assistant turn, dropped where the request cannot continue it."""
+    resume = message.provider_data.get(_NAMESPACE, {}).get(RESUME_KEY)
+    paused = isinstance(resume, dict) and resume.get(_PAUSED) is True
+    return paused or any(isinstance(item, dict) and "index" in item for item in layout)
 
 
 def _fits(layout: object, count: int) -> TypeGuard[list[int | dict[str, Any]]]:

@@ -165,8 +165,11 @@ def _wait(info: _Info | None, headers: Mapping[str, str], now: float | None) -> 
 
 
 def _bad_key(info: _Info | None, message: str) -> bool:
+    """Whether the error is a key Google refused: an `ErrorInfo` reason that says so (one
+    not a string says nothing), or the message's words."""
     if info is not None and any(
-        d.get("reason") in _BAD_KEY_REASONS for d in info.detail("ErrorInfo")
+        isinstance(reason := d.get("reason"), str) and reason in _BAD_KEY_REASONS
+        for d in info.detail("ErrorInfo")
     ):
         return True
     return re.search(_BAD_KEY, message) is not None

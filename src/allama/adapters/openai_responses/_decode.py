@@ -210,6 +210,11 @@ _UNFINISHED = frozenset({"queued", "in_progress"})
 
 
 def _count(value: Any) -> int | None:
+    """A token count: an integer, or a whole-number float (`20.0`, as a proxy may write one,
+    and as Chat Completions reads it) as its integer; a flag, a fraction, a negative float
+    or anything else is none (not reported)."""
+    if isinstance(value, float):
+        return int(value) if value.is_integer() and value >= 0 else None
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
@@ -262,9 +267,11 @@ def waiting_kinds(items: Sequence[Any]) -> list[str]:
     (`WAITING_ITEMS`), in order, each once: a call the output does not answer by its
     `call_id` itself, a tool search the client runs, an approval request."""
     answered = {
-        (item.get("type"), item.get("call_id"))
+        (item["type"], item["call_id"])
         for item in items
-        if isinstance(item, dict) and isinstance(item.get("call_id"), str)
+        if isinstance(item, dict)
+        and isinstance(item.get("type"), str)
+        and isinstance(item.get("call_id"), str)
     }
     kinds: list[str] = []
     for item in items:
@@ -315,7 +322,7 @@ def unfinished_error(
     """The error of a response not finished yet (`queued`, `in_progress`: a background one,
     answered before its output), naming its id; `None` for any other."""
     status = response.get("status")
-    if status not in _UNFINISHED:
+    if not isinstance(status, str) or status not in _UNFINISHED:
         return None
     response_id = _string(response.get("id"))
     named = f" `{response_id}`" if response_id else ""
@@ -565,7 +572,7 @@ def _blocks(output: list[Any]) -> _Blocks:
                 read.ids.append(_string(item.get("id")))
                 read.places.append(index)
                 read.parts.append(None)
-        elif kind in CALL_ITEMS:
+        elif isinstance(kind, str) and kind in CALL_ITEMS:
             call_id = _string(item.get("call_id")) or _string(item.get("id"))
             name = item.get("name")
             if call_id is None or not isinstance(name, str):

@@ -480,7 +480,7 @@ class ResponsesStreamDecoder:
             payload = {"error": {"message": payload}}
         if self._repeated(payload, data):
             return
-        kind = payload.get("type") or event.event
+        kind = _kind_of(payload, event)
         if _is_error(kind, event, payload):
             # `error`, OpenRouter's `response.error`, or an event that is only an error
             # object (OpenRouter's errors mid-generation): the provider's error, as it says,
@@ -536,7 +536,7 @@ class ResponsesStreamDecoder:
             payload = {"error": {"message": payload}}
         if self._repeated(payload, data):
             return
-        kind = payload.get("type") or event.event
+        kind = _kind_of(payload, event)
         if _is_error(kind, event, payload):
             error = error_from_payload(payload, provider=self._provider, model=self._model)
             if self._unsaid:
@@ -1247,6 +1247,16 @@ def decode_stream(
     events = list(decoder.feed(data))
     events.extend(decoder.close())
     return events
+
+
+def _kind_of(payload: dict[str, Any], event: SseEvent) -> str | None:
+    """An event's type: its `type`, else (none given) its SSE name. A `type` that is not a
+    string is one allama does not know, as an unknown name is (its JSON text, which names
+    no event), not a `TypeError` where it is looked up."""
+    kind = payload.get("type")
+    if not kind:
+        return event.event
+    return kind if isinstance(kind, str) else json.dumps(kind)
 
 
 def _is_error(kind: str | None, event: SseEvent, payload: dict[str, Any]) -> bool:

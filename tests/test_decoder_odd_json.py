@@ -1,0 +1,260 @@
+"""The native decoders read odd JSON as they read what they do not know, never crashing.
+
+A field that should be a string and holds a list or an object (a block's or an item's
+`type`, a response's `status`, an error's `reason`, a stream event's `type`) is one allama
+does not know: read as an unknown string is, never a `TypeError`. A token count written as
+a whole-number float (`20.0`) is that count, as the Chat Completions wire reads it; a flag,
+a fraction, a negative or an infinite number is not reported.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+import pytest
+
+from _responses_support import stream_of
+from allama.adapters.anthropic._decode import decode_response as anthropic_response
+from allama.adapters.anthropic._sse import decode_stream as anthropic_stream
+from allama.adapters.gemini._errors import error_from_response as gemini_error
+from allama.adapters.ollama._decode import decode_response as ollama_response
+from allama.adapters.ollama._stream import decode_stream as ollama_stream
+from allama.adapters.openai_responses._decode import decode_response as responses_response
+from allama.adapters.openai_responses._sse import decode_stream as responses_stream
+from allama.errors import AuthenticationError, IncompleteStreamError, InvalidRequestError
+from allama.stream import StreamCollector
+from allama.types import (
+    ChatResponse,
+    Finish,
+    FinishReason,
+    StreamEvent,
+    TextDelta,
+    TextPart,
+    Usage,
+)
+
+
+def _collect(events: Iterable[StreamEvent]) -> ChatResponse:
+    collector = StreamCollector()
+    for event in events:
+        collector.push(event)
+    return collector.finish()
+
+
+# Anthropic
+
+
+def _anthropic(content: list[Any], usage: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-5",
+        "content": content,
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": usage if usage is not None else {"input_tokens": 10, "output_tokens": 5},
+    }
+
+
+def _anthropic_stream(message: dict[str, Any]) -> bytes:
+    start = {**message, "content": [], "stop_reason": None}
+    events: list[dict[str, Any]] = [{"type": "message_start", "message": start}]
+    for index, block in enumerate(message["content"]):
+        events.append({"type": "content_block_start", "index": index, "content_block": block})
+        events.append({"type": "content_block_stop", "index": index})
+    delta = {"stop_reason": message["stop_reason"], "stop_sequence": None}
+    usage = {"output_tokens": message["usage"]["output_tokens"]}
+    events.append({"type": "message_delta", "delta": delta, "usage": usage})
+    events.append({"type": "message_stop"})
+    return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()
+
+
+def _read_anthropic(message: dict[str, Any]) -> ChatResponse:
+    return anthropic_response(200, {}, json.dumps(message).encode())
+
+
+def test_an_anthropic_block_whose_type_is_a_list_is_kept_as_an_unknown_block() -> None:
+    odd = {"type": ["text"], "text": "Hi."}
+    response = _read_anthropic(_anthropic([odd, {"type": "text", "text": "Paris."}]))
+    assert response.content == (TextPart(text="Paris."),)
+    assert response.provider_value("anthropic", "server_blocks") == [odd]
+    assert response.finish_reason == FinishReason.STOP
+
+
+# Responses
+
+
+def _responses(output: list[Any], **fields: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "id": "resp_1",
+        "object": "response",
+        "created_at": 1_766_000_000,
+        "status": "completed",
+        "error": None,
+        "incomplete_details": None,
+        "model": "gpt-5-2025-08-07",
+        "output": output,
+        "usage": {"input_tokens": 10, "output_tokens": 7},
+    }
+    return {**base, **fields}
+
+
+MESSAGE: dict[str, Any] = {
+    "id": "msg_1",
+    "type": "message",
+    "role": "assistant",
+    "status": "completed",
+    "content": [{"type": "output_text", "text": "Paris.", "annotations": []}],
+}
+
+
+def _read_responses(body: dict[str, Any]) -> ChatResponse:
+    return responses_response(200, {}, json.dumps(body).encode())
+
+
+def test_a_responses_item_whose_type_is_a_list_is_kept_as_an_unknown_item() -> None:
+    odd = {"id": "x_1", "type": ["message"], "call_id": "call_1", "name": "f"}
+    response = _read_responses(_responses([odd, MESSAGE]))
+    assert response.content == (TextPart(text="Paris."),)
+    assert response.provider_value("openai_responses", "items") == [odd]
+    assert response.finish_reason == FinishReason.STOP
+
+
+@pytest.mark.parametrize("status", [{"state": "completed"}, ["queued"]])
+def test_a_responses_status_that_is_not_a_string_is_no_finish_reason(status: Any) -> None:
+    response = _read_responses(_responses([MESSAGE], status=status))
+    assert response.text() == "Paris."
+    assert response.finish_reason is None
+
+
+def test_a_responses_event_whose_type_is_an_object_is_passed_over() -> None:
+    body = _responses([MESSAGE])
+    data = stream_of(body)
+    plain = _collect(responses_stream(data))
+    # `response.in_progress`, with its type garbled: an event allama does not know.
+    odd = data.replace(
+        b'"type": "response.in_progress"', b'"type": {"v": "response.in_progress"}', 1
+    )
+    assert odd != data
+    assert _collect(responses_stream(odd)) == plain == _read_responses(body)
+
+
+def test_a_terminal_responses_event_whose_type_is_a_list_leaves_the_stream_unfinished() -> None:
+    data = stream_of(_responses([MESSAGE])).replace(
+        b'"type": "response.completed"', b'"type": ["response.completed"]'
+    )
+    events = responses_stream(data)
+    # The answer streamed so far was yielded; the stream has no end allama can read.
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Paris."
+    assert not any(isinstance(e, Finish) for e in events)
+    with pytest.raises(IncompleteStreamError) as caught:
+        _collect(events)
+    assert str(caught.value) == "the stream ended before the response finished"
+
+
+# Gemini
+
+
+def _gemini_bad_key(message: str) -> dict[str, Any]:
+    return {
+        "error": {
+            "code": 400,
+            "message": message,
+            "status": "INVALID_ARGUMENT",
+            "details": [
+                {
+                    "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                    "reason": ["API_KEY_INVALID"],
+                    "domain": "googleapis.com",
+                }
+            ],
+        }
+    }
+
+
+@pytest.mark.parametrize(
+    ("message", "cls"),
+    [
+        # Its words still say the key was refused.
+        ("API key not valid. Please pass a valid API key.", AuthenticationError),
+        # A reason that is not a string says nothing: a plain 400.
+        ("Bad request.", InvalidRequestError),
+    ],
+)
+def test_a_gemini_error_reason_that_is_a_list_is_an_unknown_reason(
+    message: str, cls: type[Exception]
+) -> None:
+    body = json.dumps(_gemini_bad_key(message)).encode()
+    error = gemini_error(400, {}, body, provider="gemini", model="gemini-2.5-flash")
+    assert type(error) is cls
+    assert str(error) == message
+    assert error.status == 400
+
+
+# Whole-number float counts
+
+
+@pytest.mark.parametrize(
+    ("counts", "expected"),
+    [
+        ((20.0, 3.0), (20, 3)),
+        ((20, 3), (20, 3)),
+        ((0.0, 1e3), (0, 1000)),
+        ((20.5, -3.0), (None, None)),  # a fraction, a negative count
+        ((True, "3"), (None, None)),
+    ],
+)
+def test_whole_number_float_counts_are_read_on_every_native_wire(
+    counts: tuple[Any, Any], expected: tuple[int | None, int | None]
+) -> None:
+    given_in, given_out = counts
+    want_in, want_out = expected
+    # Anthropic: the body, and a stream's `message_start` usage.
+    message = _anthropic(
+        [{"type": "text", "text": "Hi."}],
+        {"input_tokens": given_in, "output_tokens": given_out, "cache_read_input_tokens": 0.0},
+    )
+    read = _read_anthropic(message)
+    assert read.usage == Usage(input_tokens=want_in, output_tokens=want_out, cache_read_tokens=0)
+    assert _collect(anthropic_stream(_anthropic_stream(message))).usage == read.usage
+    # Responses: the body, and the terminal event's response.
+    usage = {
+        "input_tokens": given_in,
+        "input_tokens_details": {"cached_tokens": 0.0},
+        "output_tokens": given_out,
+        "output_tokens_details": {"reasoning_tokens": 2.0},
+    }
+    body = _responses([MESSAGE], usage=usage)
+    read = _read_responses(body)
+    assert read.usage == Usage(
+        input_tokens=want_in, output_tokens=want_out, reasoning_tokens=2, cache_read_tokens=0
+    )
+    assert _collect(responses_stream(stream_of(body))).usage == read.usage
+    # Ollama: the body, and a stream's last line.
+    line = {
+        "model": "llama3.2",
+        "created_at": "2026-08-07T06:08:09.335586Z",
+        "message": {"role": "assistant", "content": "Hi."},
+        "done": True,
+        "done_reason": "stop",
+        "prompt_eval_count": given_in,
+        "eval_count": given_out,
+    }
+    ollama_usage = (
+        None
+        if want_in is None and want_out is None
+        else Usage(input_tokens=want_in, output_tokens=want_out)
+    )
+    assert ollama_response(200, {}, json.dumps(line).encode()).usage == ollama_usage
+    streamed = _collect(ollama_stream(json.dumps(line).encode() + b"\n"))
+    assert streamed.usage == ollama_usage
+
+
+def test_an_infinite_count_is_not_reported() -> None:
+    # `1e400` is read as an infinite float: no count at all.
+    raw = json.dumps(_anthropic([{"type": "text", "text": "Hi."}]))
+    raw = raw.replace('"input_tokens": 10', '"input_tokens": 1e400')
+    assert anthropic_response(200, {}, raw.encode()).usage == Usage(output_tokens=5)
