@@ -22,6 +22,7 @@ from allama.types import (
     ToolDefinition,
     UnsupportedPolicy,
     Warning,
+    WarningKind,
 )
 
 MODEL = "llama3.1"
@@ -322,4 +323,106 @@ def test_results_keep_to_the_run_after_their_turn() -> None:
         {"role": "user", "content": "Berlin is slow."},
         _tool_message("Rome again: 31C"),
     ]
+    assert warnings == []
+
+
+# What an Anthropic turn holds that Ollama takes no part of
+
+
+ANTHROPIC_SEARCHED: dict[str, Any] = {
+    "id": "msg_1",
+    "type": "message",
+    "role": "assistant",
+    "model": "claude-sonnet-4-5",
+    "content": [
+        {"type": "thinking", "thinking": "Search first.", "signature": "sig"},
+        {"type": "redacted_thinking", "data": "ENCRYPTED"},
+        {
+            "type": "server_tool_use",
+            "id": "srvtoolu_01",
+            "name": "web_search",
+            "input": {"query": "paris weather"},
+        },
+        {
+            "type": "web_search_tool_result",
+            "tool_use_id": "srvtoolu_01",
+            "content": [
+                {
+                    "type": "web_search_result",
+                    "url": "https://weather.example",
+                    "title": "Paris",
+                    "encrypted_content": "PAGE",
+                    "page_age": None,
+                }
+            ],
+        },
+        {"type": "text", "text": "Checking."},
+        {"type": "tool_use", "id": "toolu_01", "name": "get_weather", "input": {"city": "Paris"}},
+    ],
+    "stop_reason": "tool_use",
+    "stop_sequence": None,
+    "usage": {"input_tokens": 5, "output_tokens": 2},
+}
+
+
+def anthropic_turn(answer: dict[str, Any]) -> ChatRequest:
+    """The request after Claude's `answer`, its call answered."""
+    claude = replying("anthropic", json.dumps(answer).encode(), [], api_key="k")
+    request = ChatRequest("claude-sonnet-4-5").with_tools([WEATHER]).user("Weather in Paris?")
+    response: ChatResponse = claude.chat(request)
+    request = request.push(response.to_assistant_message())
+    return request.tool_result(response.tool_calls()[0], "sunny")
+
+
+def test_an_anthropic_turns_server_blocks_and_redacted_thinking_left_out_are_said() -> None:
+    request = anthropic_turn(ANTHROPIC_SEARCHED)
+    body, warnings = encode(request.model_copy(update={"model": MODEL}))
+    assert body["messages"][1:] == [
+        {
+            "role": "assistant",
+            "content": "Checking.",
+            "thinking": "Search first.",
+            "tool_calls": [
+                {
+                    "id": "toolu_01",
+                    "function": {"name": "get_weather", "arguments": {"city": "Paris"}},
+                }
+            ],
+        },
+        {
+            "role": "tool",
+            "content": "sunny",
+            "tool_name": "get_weather",
+            "tool_call_id": "toolu_01",
+        },
+    ]
+    assert [(w.kind, w.subject.field, w.message) for w in warnings] == [  # type: ignore[union-attr]
+        (
+            WarningKind.APPROXIMATED,
+            RequestField.REASONING,
+            "Ollama takes back reasoning as text alone; encrypted reasoning with no text was "
+            "left out of the conversation",
+        ),
+        (
+            WarningKind.APPROXIMATED,
+            RequestField.MESSAGES,
+            "the server tool blocks of an Anthropic turn that goes back whole (paused, or "
+            "waiting on tool calls from code execution) were left out: only Anthropic takes "
+            "them back",
+        ),
+    ]
+    # The words every Chat Completions encoder says of the same turn.
+    _, said = encode(request.model_copy(update={"model": "gpt-4o"}), "openai", api_key="k")
+    assert (warnings[1].subject, warnings[1].message) in [(w.subject, w.message) for w in said]
+
+
+def test_an_anthropic_turn_of_signed_thinking_alone_goes_without_a_word() -> None:
+    content = [
+        block
+        for block in ANTHROPIC_SEARCHED["content"]
+        if block["type"] in ("thinking", "text", "tool_use")
+    ]
+    request = anthropic_turn({**ANTHROPIC_SEARCHED, "content": content})
+    body, warnings = encode(request.model_copy(update={"model": MODEL}))
+    assert body["messages"][1]["thinking"] == "Search first."
     assert warnings == []

@@ -1,7 +1,8 @@
 """Tool-call ids sent as the target takes them, whichever provider made the calls: unique
 in the request for Anthropic and Mistral (allama's stand-ins `call_0`, ... repeat across
-turns), in Anthropic's characters, 9 letters and digits for Mistral's models; and DeepSeek's
-`reasoning_content` on every tool-calling turn, through `allama.provider(...)`."""
+turns), in Anthropic's characters (Claude behind a Chat Completions gateway too), 9 letters
+and digits for Mistral's models; and DeepSeek's `reasoning_content` on every tool-calling
+turn, through `allama.provider(...)`."""
 
 from __future__ import annotations
 
@@ -32,10 +33,10 @@ class Recorder:
         )
 
 
-def provider(preset: str, *answers: dict[str, Any]) -> tuple[Any, Recorder]:
+def provider(preset: str, *answers: dict[str, Any], **options: Any) -> tuple[Any, Recorder]:
     recorder = Recorder(*answers)
     transport = Transport(client=httpx2.Client(transport=httpx2.MockTransport(recorder)))
-    return allama.provider(preset, api_key="k", transport=transport), recorder
+    return allama.provider(preset, api_key="k", transport=transport, **options), recorder
 
 
 WEATHER = ToolDefinition(
@@ -234,6 +235,112 @@ def test_anthropic_keeps_its_own_ids_and_a_result_that_answers_no_call() -> None
         ("tool_result", "toolu_01EEe2V5HD1Ac4rKiUR4HD2T"),
         ("tool_result", "functions.weather:9"),
     ]
+
+
+# Claude behind a Chat Completions gateway: Anthropic's rule, as the anthropic preset maps
+
+
+def kimi_turn() -> ChatRequest:
+    """A call Kimi K2 made on Groq (its id `functions.weather:0`), answered."""
+    kimi = completion({"content": None, "tool_calls": [call("functions.weather:0", "Paris")]})
+    groq, _ = provider("groq", kimi)
+    request = ChatRequest("moonshotai/kimi-k2-instruct-0905").user("Paris?").with_tools([WEATHER])
+    response = groq.chat(request)
+    request = request.push(response.to_assistant_message())
+    return request.tool_result(response.tool_calls()[0], "sunny")
+
+
+def test_a_kimi_tool_call_continued_on_claude_through_openrouter_gets_an_id_it_takes() -> None:
+    openrouter, recorder = provider("openrouter", completion({"content": "Sunny."}))
+    openrouter.chat(continued(kimi_turn(), "anthropic/claude-sonnet-4.5"))
+    assert recorder.bodies[0]["messages"][1:] == [
+        {
+            "role": "assistant",
+            "tool_calls": [
+                {
+                    "id": "functions_weather_0",
+                    "type": "function",
+                    "function": {"name": "weather", "arguments": '{"city": "Paris"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "functions_weather_0", "content": "sunny"},
+    ]
+
+
+def test_a_gemini_tool_loop_continued_on_claude_through_openrouter_sends_unique_ids() -> None:
+    request, _ = gemini_loop()
+    openrouter, recorder = provider("openrouter", completion({"content": "Done."}))
+    openrouter.chat(continued(request, "anthropic/claude-sonnet-4.5"))
+    claude, direct = provider("anthropic", CLAUDE_OK)
+    claude.chat(continued(request, "claude-sonnet-4-5"))
+    assert chat_ids(recorder.bodies[0]) == [
+        ("call", "call_0"),
+        ("result", "call_0"),
+        ("call", "call_0_1"),
+        ("result", "call_0_1"),
+    ]
+    # The ids Anthropic's own API is sent.
+    assert [id for _, id in chat_ids(recorder.bodies[0])] == [
+        id for _, id in anthropic_ids(direct.bodies[0])
+    ]
+
+
+def test_a_claude_model_on_any_chat_endpoint_gets_ids_as_anthropic_takes_them() -> None:
+    litellm, recorder = provider(
+        "openai-compatible", completion({"content": "Done."}), base_url="http://proxy/v1"
+    )
+    litellm.chat(continued(repeated_stand_ins(), "claude-sonnet-4-5"))
+    litellm.chat(continued(parallel_calls_with_one_id("x"), "bedrock/claude-sonnet-4-5"))
+    assert chat_ids(recorder.bodies[0]) == [
+        ("call", "call_0"),
+        ("result", "call_0"),
+        ("call", "call_0_1"),
+        ("result", "call_0_1"),
+        ("call", "call_0_1_1"),
+        ("result", "call_0_1_1"),
+    ]
+    assert chat_ids(recorder.bodies[1]) == [
+        ("call", "call_0"),
+        ("call", "call_0_1"),
+        ("result", "call_0"),
+        ("result", "call_0_1"),
+        ("call", "call_0_2"),
+        ("result", "call_0_2"),
+    ]
+    results = [m["content"] for m in recorder.bodies[1]["messages"] if m["role"] == "tool"]
+    assert results == ["sunny", "rainy", "snowy"]
+
+
+def test_a_claude_model_behind_openais_preset_gets_ids_both_take() -> None:
+    """A proxy at `OPENAI_BASE_URL` serving Claude: Anthropic's characters, and OpenAI's
+    40 characters, which vLLM's `chatcmpl-tool-<hex>` passes."""
+    vllm_id = "chatcmpl-tool-" + "a1" * 16
+    request = (
+        ChatRequest("claude-sonnet-4-5")
+        .user("Paris and Rome?")
+        .assistant(
+            [
+                ToolCall.of("functions.weather:0", "weather", {"city": "Paris"}),
+                ToolCall.of(vllm_id, "weather", {"city": "Rome"}),
+            ]
+        )
+        .tool_result(vllm_id, "rainy")
+        .tool_result("functions.weather:0", "sunny")
+        .with_tools([WEATHER])
+    )
+    proxy, recorder = provider(
+        "openai", completion({"content": "Done."}), base_url="http://proxy/v1"
+    )
+    proxy.chat(request)
+    assert chat_ids(recorder.bodies[0]) == [
+        ("call", "functions_weather_0"),
+        ("call", "call_inPsenr3WuenYT1bISFZsnbM"),
+        ("result", "functions_weather_0"),
+        ("result", "call_inPsenr3WuenYT1bISFZsnbM"),
+    ]
+    results = [m["content"] for m in recorder.bodies[0]["messages"] if m["role"] == "tool"]
+    assert results == ["sunny", "rainy"]
 
 
 # Finding 1 and 2: Mistral

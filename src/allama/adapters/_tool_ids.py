@@ -2,9 +2,10 @@
 
 A conversation carries the ids of every provider it went through, and some repeat: allama's
 stand-ins where a provider gives none (Gemini, Ollama) are `call_0`, `call_1`, ... in every
-response. Anthropic refuses an id outside `[a-zA-Z0-9_-]` and one id for two calls; Mistral's
-models take 9 letters and digits ("Tool call id was ... but must be a-z, A-Z, 0-9, with a
-length of 9"); OpenAI's Chat Completions take at most 40 characters (400
+response. Anthropic refuses an id outside `[a-zA-Z0-9_-]` and one id for two calls (on its
+own API, and through a gateway serving Claude on Chat Completions); Mistral's models take
+9 letters and digits ("Tool call id was ... but must be a-z, A-Z, 0-9, with a length of
+9"); OpenAI's Chat Completions take at most 40 characters (400
 `string_above_max_length`: xAI's `call-<uuid>-0` has 43, vLLM's `chatcmpl-tool-<hex>` 46).
 So a request's ids are mapped once, in conversation order, calls and results alike: an id
 the target takes that no earlier call used (or any it takes, where it takes repeats) goes
@@ -48,6 +49,7 @@ __all__ = [
     "ANTHROPIC_IDS",
     "MISTRAL_IDS",
     "IdRule",
+    "claude_model",
     "hashed_id",
     "limited_ids",
     "mistral_model",
@@ -133,6 +135,13 @@ def mistral_model(model: str) -> bool:
     """Whether `model` names one of Mistral's models, whose template checks tool-call ids
     on any endpoint that serves it (vLLM, OpenRouter, Azure AI Foundry)."""
     return _MISTRAL_MODEL.search(model) is not None
+
+
+def claude_model(model: str) -> bool:
+    """Whether `model` names one of Anthropic's Claude models (`claude-sonnet-4-5`,
+    `anthropic/claude-sonnet-4.5`): a gateway serving one on Chat Completions (OpenRouter,
+    LiteLLM) relays Anthropic's 400 for an id it refuses."""
+    return "claude" in model.lower()
 
 
 def with_tool_ids(messages: Sequence[Message], rule: IdRule) -> Sequence[Message]:

@@ -20,13 +20,15 @@ Messages. A message holds one `content` string: the text parts of a user turn (a
 plain-text documents) are joined with a blank line, its images go in `images`. An assistant
 turn sends its text, its reasoning as `thinking` (Ollama passes it to the model's template),
 and its calls as `tool_calls` with `function.arguments` as a JSON object (blank arguments,
-another provider's call of a tool that takes none, as `{}`). A call's `id`, and a tool
-result's `tool_call_id`, are sent unless they are the `call_<n>` ids the decoder gives calls
-Ollama sent without one (fewer than 8 digits: Ollama's own ids have 8 characters after
-`call_`, and may all be digits); a tool result names its function in `tool_name` when the
-call it answers is in the conversation. Tool results that answer one assistant turn go in
-the order of its calls, whatever order the caller gave them in: without a `tool_call_id` (a
-stand-in id is not sent) a result is paired with its call by position and name.
+another provider's call of a tool that takes none, as `{}`); reasoning with no text
+(another API's, encrypted) and an Anthropic turn's server tool blocks are left out, each
+with a warning. A call's `id`, and a tool result's `tool_call_id`, are sent unless they are
+the `call_<n>` ids the decoder gives calls Ollama sent without one (fewer than 8 digits:
+Ollama's own ids have 8 characters after `call_`, and may all be digits); a tool result
+names its function in `tool_name` when the call it answers is in the conversation. Tool
+results that answer one assistant turn go in the order of its calls, whatever order the
+caller gave them in: without a `tool_call_id` (a stand-in id is not sent) a result is paired
+with its call by position and name.
 
 Structured output. `format` takes the JSON Schema itself (or `"json"` for JSON mode). Ollama
 compiles it with llama.cpp's JSON-Schema-to-grammar converter (in process up to v0.29, in
@@ -80,6 +82,7 @@ from allama.adapters._tool_ids import repeated_in_body, results_in_call_order
 from allama.adapters.ollama._capabilities import OllamaFamily, Thinking
 from allama.adapters.ollama._parameters import inline_refs
 from allama.adapters.ollama._profile import OllamaProfile
+from allama.adapters.openai_compat._encode import server_blocks_left_out
 from allama.errors import InvalidRequestError
 from allama.schema._errors import SchemaError
 from allama.schema._inline import no_object_parameters, object_parameters
@@ -282,7 +285,23 @@ class _Encoder:
             wire["thinking"] = "".join(thinking)
         if calls:
             wire["tool_calls"] = calls
+        self.encrypted_reasoning_left_out(message)
+        server_blocks_left_out(message, self.degradations)
         return wire
+
+    def encrypted_reasoning_left_out(self, message: AssistantMessage) -> None:
+        """Say that reasoning with no text (Anthropic's redacted thinking, OpenAI's
+        encrypted reasoning without a summary: another API's, meant to go back to it) was
+        left out, where its text alone goes back as `thinking`."""
+        if any(
+            isinstance(block, Reasoning) and block.encrypted_content and not block.text
+            for block in message.content
+        ):
+            self.degradations.approximate(
+                RequestField.REASONING,
+                f"{self.profile.display_name} takes back reasoning as text alone; encrypted "
+                "reasoning with no text was left out of the conversation",
+            )
 
     def call(self, block: ToolCall) -> dict[str, Any]:
         arguments = call_arguments(

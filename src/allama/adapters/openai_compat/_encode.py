@@ -36,7 +36,9 @@ from allama.adapters._http import (
 )
 from allama.adapters._rewrites import cached_rewrite, unreported
 from allama.adapters._tool_ids import (
+    ANTHROPIC_IDS,
     MISTRAL_IDS,
+    claude_model,
     limited_ids,
     mistral_model,
     repeated_in_body,
@@ -78,7 +80,13 @@ from allama.types._response import REASONING_DETAILS_KEY, RESUME_KEY
 if TYPE_CHECKING:
     from allama.schema._dialects._openai_strict import OpenAIProfile
 
-__all__ = ["BODY_OPTION", "encode_request", "schema_name"]
+__all__ = [
+    "BODY_OPTION",
+    "SERVER_BLOCKS_LEFT_OUT",
+    "encode_request",
+    "schema_name",
+    "server_blocks_left_out",
+]
 
 BODY_OPTION = "openai_compat"
 """Request option namespace whose JSON object is merged into the body, for fields allama
@@ -97,6 +105,25 @@ def schema_name(name: str | None) -> str:
     cleaned once, not on every call."""
     cleaned = _NAME.sub("_", name or "")[:64]
     return cleaned or "response"
+
+
+SERVER_BLOCKS_LEFT_OUT = (
+    "the server tool blocks of an Anthropic turn that goes back whole (paused, or waiting on "
+    "tool calls from code execution) were left out: only Anthropic takes them back"
+)
+"""Said on `messages` by every other API's encoder that sends such a turn."""
+
+
+def server_blocks_left_out(message: AssistantMessage, degradations: Degradations) -> None:
+    """Say that an Anthropic turn that goes back whole (paused in a server tool's run, or
+    its code execution waiting on tool calls) was sent without its server tool blocks (its
+    searches' calls and results), which only Anthropic takes back."""
+    resume = message.provider_data.get("anthropic", {}).get(RESUME_KEY)
+    layout = resume.get("blocks") if isinstance(resume, dict) else resume
+    if isinstance(layout, list) and any(
+        isinstance(item, dict) and isinstance(item.get("type"), str) for item in layout
+    ):
+        degradations.approximate(RequestField.MESSAGES, SERVER_BLOCKS_LEFT_OUT)
 
 
 class _Encoder:
@@ -138,9 +165,14 @@ class _Encoder:
         if self.profile.name == "mistral" or mistral_model(self.request.model):
             # Their template refuses other providers' ids, and repeated ones.
             messages = with_tool_ids(messages, MISTRAL_IDS)
-        elif self.profile.max_tool_call_id is not None:
-            # OpenAI refuses a longer id (xAI's and vLLM's are), and takes repeats.
-            messages = with_tool_ids(messages, limited_ids(self.profile.max_tool_call_id))
+        else:
+            if claude_model(self.request.model):
+                # A gateway relays Anthropic's 400 for an id outside its characters (Kimi's
+                # `functions.weather:0`), or one id for two calls (the stand-ins `call_0`).
+                messages = with_tool_ids(messages, ANTHROPIC_IDS)
+            if self.profile.max_tool_call_id is not None:
+                # OpenAI refuses a longer id (xAI's and vLLM's are), and takes repeats.
+                messages = with_tool_ids(messages, limited_ids(self.profile.max_tool_call_id))
         wire = [self.message(message) for message in messages]
         if self.profile.mistral_turns:
             wire = self.mistral_turns(wire)
@@ -410,20 +442,7 @@ class _Encoder:
             )
 
     def server_blocks_left_out(self, message: AssistantMessage) -> None:
-        """Say that an Anthropic turn that goes back whole (paused in a server tool's run,
-        or its code execution waiting on tool calls) was sent without its server tool
-        blocks (its searches' calls and results), which only Anthropic takes back."""
-        resume = message.provider_data.get("anthropic", {}).get(RESUME_KEY)
-        layout = resume.get("blocks") if isinstance(resume, dict) else resume
-        if isinstance(layout, list) and any(
-            isinstance(item, dict) and isinstance(item.get("type"), str) for item in layout
-        ):
-            self.degradations.approximate(
-                RequestField.MESSAGES,
-                "the server tool blocks of an Anthropic turn that goes back whole (paused, or "
-                "waiting on tool calls from code execution) were left out: only Anthropic "
-                "takes them back",
-            )
+        server_blocks_left_out(message, self.degradations)
 
     def reasoning_details(self, message: AssistantMessage) -> list[Any] | None:
         """OpenRouter's `reasoning_details` of the turn, to go back unmodified (as OpenRouter
