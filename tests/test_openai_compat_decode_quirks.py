@@ -11,16 +11,18 @@ from typing import Any
 
 import pytest
 
+import allama
 from _recording import provider
 from allama import ChatRequest
 from allama.adapters.openai_compat._decode import decode_body
 from allama.adapters.openai_compat._sse import decode_stream
-from allama.errors import IncompleteStreamError, ServerError
+from allama.errors import REPORTED_USAGE_KEY, IncompleteStreamError, ServerError
 from allama.stream import StreamCollector
 from allama.types import (
     BlockStart,
     ChatResponse,
     FinishReason,
+    Reasoning,
     StreamBlockType,
     StreamEvent,
     TextPart,
@@ -117,16 +119,13 @@ def test_ollama_calls_on_one_index_stream_as_calls_of_their_own() -> None:
 
 
 def test_a_call_whose_id_repeats_on_each_delta_stays_one_call() -> None:
-    pieces = ['{"a"', ":1}"]
+    pieces = [{"name": "f", "arguments": '{"a"'}, {"arguments": ":1}"}]
     data = sse(
-        *[
-            chunk({"tool_calls": [{"index": 0, "id": "call_1", "function": {"arguments": p}}]})
-            for p in pieces
-        ],
+        *[chunk({"tool_calls": [{"index": 0, "id": "call_1", "function": p}]}) for p in pieces],
         chunk({}, "tool_calls"),
     )
     assert collect(decode_stream(data)).content == (
-        ToolCall(id="call_1", name="", arguments='{"a":1}'),
+        ToolCall(id="call_1", name="f", arguments='{"a":1}'),
     )
 
 
@@ -468,3 +467,210 @@ def test_groq_compound_fields_that_say_nothing_leave_no_key(extra: dict[str, Any
     breakdown = {k: v for k, v in extra.items() if k == "usage_breakdown"}
     answer = decode_body(json.dumps(compound(tools, **breakdown)), provider="groq")
     assert answer.provider_data == {}
+
+
+def test_groq_compounds_streamed_executed_tools_and_usage_breakdown_are_the_bodys() -> None:
+    # Groq sends each tool as it starts (no output yet), then again once it ran, under the
+    # same index; the breakdown comes in `x_groq` on the final chunk (Groq SDK's types).
+    started = [
+        {k: v for k, v in tool.items() if k in ("index", "type", "arguments")} for tool in EXECUTED
+    ]
+    data = sse(
+        chunk({"role": "assistant", "reasoning": "searching"}),
+        chunk({"executed_tools": [started[0]]}),
+        chunk({"executed_tools": [EXECUTED[0]]}),
+        chunk({"executed_tools": [started[1]]}),
+        chunk({"executed_tools": [EXECUTED[1]]}),
+        chunk({"content": "Ada was born in 1815."}),
+        chunk(
+            {},
+            "stop",
+            x_groq={"id": "req_1", "usage": USAGE, "usage_breakdown": BREAKDOWN},
+        ),
+    )
+    target, _ = provider("groq", (200, data))
+    answer: ChatResponse = target.chat_stream(ChatRequest("groq/compound").user("Ada?")).response()
+    assert answer.provider_data == {
+        "groq": {"executed_tools": EXECUTED, "usage_breakdown": BREAKDOWN}
+    }
+    sent = compound(
+        {"reasoning": "searching", "executed_tools": EXECUTED}, usage_breakdown=BREAKDOWN
+    )
+    whole = decode_body(json.dumps(sent), provider="groq")
+    assert answer.content == whole.content
+    assert answer.provider_data == whole.provider_data
+    assert answer.usage == whole.usage == Usage(input_tokens=10, output_tokens=5)
+
+
+# Metadata allama does not read, of another type than OpenAI's: the answer is read, once
+# (SambaNova through Hugging Face's router sends a fractional `created`: modelbench#1287)
+
+PARIS = body({"content": "Paris."}, "stop")
+
+
+def _changed(change: dict[str, Any], choice: dict[str, Any] | None = None) -> dict[str, Any]:
+    sent = {**PARIS, **change}
+    if choice is not None:
+        sent["choices"] = [{**PARIS["choices"][0], **choice}]
+    return sent
+
+
+@pytest.mark.parametrize(
+    ("sent", "answer_id", "model"),
+    [
+        (_changed({"created": 1757876416.5661082}), "chatcmpl-1", "m"),
+        (_changed({"created": "2025-09-14T18:20:16Z", "object": None}), "chatcmpl-1", "m"),
+        (_changed({"id": 12345}), "12345", "m"),
+        (_changed({"id": {"value": "x"}}), None, "m"),
+        (_changed({"object": 7, "system_fingerprint": 3, "service_tier": None}), "chatcmpl-1", "m"),
+        (_changed({"model": ["m-1"]}), "chatcmpl-1", "asked"),
+        (_changed({}, {"message": {"role": None, "content": "Paris."}}), "chatcmpl-1", "m"),
+        (_changed({}, {"message": {"role": "model", "content": "Paris."}}), "chatcmpl-1", "m"),
+        (_changed({}, {"index": None}), "chatcmpl-1", "m"),
+        (_changed({}, {"logprobs": []}), "chatcmpl-1", "m"),
+    ],
+    ids=[
+        "float-created",
+        "text-created",
+        "number-id",
+        "object-id",
+        "number-object",
+        "list-model",
+        "null-role",
+        "unknown-role",
+        "null-index",
+        "empty-list-logprobs",
+    ],
+)
+def test_metadata_of_another_type_leaves_the_answer_read_and_paid_once(
+    sent: dict[str, Any], answer_id: str | None, model: str
+) -> None:
+    target, recorder = provider("openai", (200, sent))
+    retrying = allama.RetryingProvider(target, sleep=lambda _: None)
+    answer: ChatResponse = retrying.chat(ChatRequest("asked").user("capital of France?"))
+    assert answer.content == (TextPart(text="Paris."),)
+    assert answer.finish_reason == FinishReason.STOP
+    assert (answer.id, answer.model) == (answer_id, model)
+    assert answer.usage == Usage(input_tokens=10, output_tokens=5)
+    assert (answer.warnings, answer.provider_data) == ((), {})
+    assert len(recorder.bodies) == 1
+
+
+@pytest.mark.parametrize("logprobs", ["none", [{"token": "Paris", "logprob": -0.1}], 0.5])
+def test_logprobs_that_are_no_object_are_left_out_with_a_warning(logprobs: Any) -> None:
+    answer = decode_body(json.dumps(_changed({}, {"logprobs": logprobs})), provider="p")
+    assert (answer.text(), answer.logprobs) == ("Paris.", None)
+    assert [(w.kind, w.message) for w in answer.warnings] == [
+        (
+            "unsupported",
+            "the provider sent log-probabilities in a shape allama does not read (a "
+            "`logprobs` that is no object): they were left out",
+        )
+    ]
+
+
+def test_null_indexes_are_the_choices_places() -> None:
+    sent = {
+        **PARIS,
+        "choices": [
+            {"index": None, "message": {"content": "A"}, "finish_reason": "stop"},
+            {"index": None, "message": {"content": "B"}, "finish_reason": "length"},
+        ],
+    }
+    answer = decode_body(json.dumps(sent))
+    assert answer.text() == "A"
+    assert answer.provider_data["openai"]["other_choices"] == [
+        {"index": 1, "text": "B", "finish_reason": "length"}
+    ]
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"content": {"type": "text", "text": "Paris."}},
+        {"content": "Paris.", "tool_calls": [{"id": "c", "function": {"arguments": "{}"}}]},
+        {"content": "Paris.", "refusal": 5},
+    ],
+    ids=["content-object", "call-without-name", "refusal-number"],
+)
+def test_content_that_cannot_be_read_is_still_refused(message: dict[str, Any]) -> None:
+    with pytest.raises(ServerError) as caught:
+        decode_body(json.dumps(_changed({}, {"message": message})), provider="p", model="m")
+    assert caught.value.message == (
+        "the provider answered with a body that is not a chat completion: its fields do "
+        "not fit the chat completion shape"
+    )
+    assert caught.value.context.metadata[REPORTED_USAGE_KEY] == {
+        "input_tokens": 10,
+        "output_tokens": 5,
+    }
+
+
+def test_a_stream_with_metadata_of_another_type_is_read_as_its_body() -> None:
+    # LiteLLM v1.41.15 sent a fractional `created` on its chunks; the final one fails no more.
+    metadata = {"id": 12345, "created": 1757876416.5661082, "object": None, "model": "m"}
+    data = sse(
+        {**chunk({"role": None, "content": "Par"}), **metadata},
+        {**chunk({"role": "model", "content": "is."}), **metadata},
+        {**metadata, "choices": [{"index": None, "delta": {}, "finish_reason": "stop"}]},
+        {**chunk(None, usage=USAGE), **metadata},
+    )
+    answer = streamed("openai", data)
+    assert answer.content == (TextPart(text="Paris."),)
+    assert (answer.id, answer.finish_reason, answer.warnings) == ("12345", "stop", ())
+    assert answer.usage == Usage(input_tokens=10, output_tokens=5)
+    whole = decode_body(json.dumps({**PARIS, **metadata}), provider="openai", model="m")
+    assert (answer.content, answer.id, answer.usage) == (whole.content, whole.id, whole.usage)
+
+
+# A content list's parts: their text whatever their type is called, the others kept
+
+UNREAD_PARTS_WARNING = (
+    "the provider answered with content parts allama reads no text from: they are kept "
+    "verbatim in `provider_data`, under `content_parts`"
+)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        [{"type": "output_text", "text": "Paris."}],
+        [{"text": "Par"}, {"type": "text", "text": "is."}],
+        ["Par", "is."],
+    ],
+    ids=["output-text", "untyped", "bare-strings"],
+)
+def test_parts_that_carry_text_are_read_as_text(content: list[Any]) -> None:
+    target, _ = provider("openai", (200, _changed({}, {"message": {"content": content}})))
+    answer: ChatResponse = target.chat(ChatRequest("m").user("capital of France?"))
+    assert answer.content == (TextPart(text="Paris."),)
+    assert (answer.warnings, answer.provider_data) == ((), {})
+
+
+IMAGE = {"type": "image_url", "image_url": {"url": "https://example.com/paris.png"}}
+REFUSAL_PART = {"type": "refusal", "refusal": "no"}
+
+
+def test_parts_with_no_text_are_kept_verbatim_with_a_warning() -> None:
+    content = [
+        {"type": "reasoning_text", "text": "the capital"},
+        IMAGE,
+        {"type": "output_text", "text": "Paris."},
+        REFUSAL_PART,
+        7,
+    ]
+    target, _ = provider("openai", (200, _changed({}, {"message": {"content": content}})))
+    answer: ChatResponse = target.chat(ChatRequest("m").user("capital of France?"))
+    assert answer.content == (Reasoning(text="the capital"), TextPart(text="Paris."))
+    assert answer.provider_data == {"openai": {"content_parts": [IMAGE, REFUSAL_PART, 7]}}
+    assert [(w.kind, w.message, w.provider) for w in answer.warnings] == [
+        ("unsupported", UNREAD_PARTS_WARNING, "openai")
+    ]
+    # A stream's parts, in pieces, come to the same answer.
+    data = sse(
+        chunk({"content": [content[0], IMAGE]}),
+        chunk({"content": [content[2]]}),
+        chunk({"content": [REFUSAL_PART, 7]}, "stop"),
+        chunk(None, usage=USAGE),
+    )
+    assert streamed("openai", data) == answer

@@ -461,7 +461,9 @@ def test_a_call_never_named_starts_with_its_item_id_at_the_end() -> None:
     nameless = {**NAMED, "call_id": "", "name": ""}
     data = call_stream(announced(call_id="", name=""), done=nameless, final=nameless)
     events = decode_stream(data, provider="p", model="m")
-    assert events[1] == BlockStart(index=0, block_type=StreamBlockType.TOOL_CALL, id="fc_1")
+    assert events[1] == BlockStart(
+        index=0, block_type=StreamBlockType.TOOL_CALL, id="fc_1", name=""
+    )
     assert collect(events).content == (ToolCall(id="fc_1", name="", arguments=NAMED["arguments"]),)
 
 
@@ -488,7 +490,7 @@ def test_a_call_waiting_for_its_name_is_given_before_the_streams_error() -> None
             events.append(event)
     assert events == [
         NAMED_EVENTS[0],
-        BlockStart(index=0, block_type=StreamBlockType.TOOL_CALL, id="call_XYZ"),
+        BlockStart(index=0, block_type=StreamBlockType.TOOL_CALL, id="call_XYZ", name=""),
         ToolCallDelta(index=0, arguments='{"city":'),
         UsageEvent(usage=allama.Usage(input_tokens=3, output_tokens=2)),
     ]
@@ -1017,9 +1019,9 @@ def test_a_paused_anthropic_turns_server_blocks_left_out_are_said() -> None:
     assert [(w.subject, w.message) for w in out.warnings] == [
         (
             FieldSubject(field=RequestField.MESSAGES),
-            "the server tool blocks of an Anthropic turn that goes back whole (paused, or "
-            "waiting on tool calls from code execution) were left out: only Anthropic takes "
-            "them back",
+            "the server tool blocks of an Anthropic turn (a server tool's calls and results, in a "
+            "finished turn, a paused one, or one whose code execution waits on tool calls) were "
+            "left out: only Anthropic takes them back",
         )
     ]
 

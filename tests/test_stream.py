@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
 from typing import Any, TypeVar
 
@@ -11,10 +12,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from _recording import provider
 from allama import (
     AsyncChatStream,
     BlockStart,
     BlockStop,
+    ChatRequest,
     ChatResponse,
     ChatStream,
     Error,
@@ -29,6 +32,7 @@ from allama import (
     RefusalDelta,
     RequestField,
     ResponseStart,
+    RetryingProvider,
     StreamBlockType,
     StreamCollector,
     StreamDecodeError,
@@ -42,6 +46,7 @@ from allama import (
     Warning,
     WarningEvent,
 )
+from allama.errors import REPORTED_USAGE_KEY
 from allama.mock import response_events
 
 SECRET = "SECRET-MODEL-TEXT"
@@ -218,8 +223,12 @@ def test_blocks_take_their_index_order() -> None:
 
 
 def test_a_tool_call_without_an_id_gets_one_from_its_index() -> None:
-    events: list[StreamEvent] = [ToolCallDelta(index=2, arguments="{}"), Finish()]
-    assert collect(events).content == (ToolCall(id="call_2", name="", arguments="{}"),)
+    events: list[StreamEvent] = [
+        BlockStart(index=2, block_type=StreamBlockType.TOOL_CALL, name="f"),
+        ToolCallDelta(index=2, arguments="{}"),
+        Finish(),
+    ]
+    assert collect(events).content == (ToolCall(id="call_2", name="f", arguments="{}"),)
 
 
 def test_a_delta_for_a_block_of_another_type_is_a_decode_error() -> None:
@@ -563,6 +572,7 @@ def test_a_surrogate_pair_split_across_deltas_is_made_whole() -> None:
     collector = StreamCollector()
     collector.push(TextDelta(index=0, text="smile \ud83d"))
     collector.push(TextDelta(index=0, text="\ude00!"))
+    collector.push(BlockStart(index=1, block_type=StreamBlockType.TOOL_CALL, name="f"))
     collector.push(ToolCallDelta(index=1, arguments='{"e": "\ud83d'))
     collector.push(ToolCallDelta(index=1, arguments='\ude00"}'))
     collector.push(Finish())
@@ -621,3 +631,134 @@ def test_a_stream_closed_after_its_finish_still_gives_its_response() -> None:
         next(stream)
     stream.close()
     assert stream.response() == GOOD_RESPONSE
+
+
+# A tool call the stream never named fails the stream, as a body's call with no name does
+
+
+def test_a_tool_call_never_named_fails_the_collected_answer() -> None:
+    collector = StreamCollector()
+    collector.push(TextDelta(index=0, text="calling"))
+    collector.push(ToolCallDelta(index=2, arguments="{}"))
+    collector.push(Finish(finish_reason=FinishReason.TOOL_CALLS))
+    # What arrived stays readable for a record or a trace...
+    assert collector.partial_response().tool_calls() == (
+        ToolCall(id="call_2", name="", arguments="{}"),
+    )
+    # ...but it is no answer to run.
+    with pytest.raises(StreamDecodeError) as caught:
+        collector.finish()
+    assert caught.value.message == "the tool call of stream block 2 has no `name`"
+    assert caught.value.authored and not caught.value.retryable
+
+
+def test_a_tool_call_named_empty_is_read_as_a_bodys_is() -> None:
+    events: list[StreamEvent] = [
+        BlockStart(index=0, block_type=StreamBlockType.TOOL_CALL, id="c", name=""),
+        BlockStart(index=0, block_type=StreamBlockType.TOOL_CALL, id="c2"),
+        ToolCallDelta(index=0, arguments="{}"),
+        Finish(),
+    ]
+    assert collect(events).content == (ToolCall(id="c2", name="", arguments="{}"),)
+
+
+ANTHROPIC_CALL = {"type": "tool_use", "id": "toolu_1", "input": {}}
+
+
+def _anthropic_stream(block: dict[str, Any]) -> bytes:
+    events = [
+        (
+            "message_start",
+            {
+                "type": "message_start",
+                "message": {
+                    "id": "msg_1",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": "claude-sonnet-4-5",
+                    "content": [],
+                    "stop_reason": None,
+                    "usage": {"input_tokens": 20, "output_tokens": 1},
+                },
+            },
+        ),
+        (
+            "content_block_start",
+            {"type": "content_block_start", "index": 0, "content_block": block},
+        ),
+        (
+            "content_block_delta",
+            {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "input_json_delta", "partial_json": '{"a": 1}'},
+            },
+        ),
+        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "tool_use"},
+                "usage": {"output_tokens": 9},
+            },
+        ),
+        ("message_stop", {"type": "message_stop"}),
+    ]
+    return "".join(f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in events).encode()
+
+
+def _chat_stream_of_a_nameless_call() -> bytes:
+    chunks = [
+        {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "call_1"}]}}]},
+        {
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {"tool_calls": [{"index": 0, "function": {"arguments": '{"a": 1}'}}]},
+                }
+            ]
+        },
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+        {"choices": [], "usage": {"prompt_tokens": 20, "completion_tokens": 9}},
+    ]
+    text = "".join(f"data: {json.dumps({'id': 'c', 'model': 'm', **c})}\n\n" for c in chunks)
+    return (text + "data: [DONE]\n\n").encode()
+
+
+@pytest.mark.parametrize(
+    ("preset", "data"),
+    [
+        ("anthropic", _anthropic_stream({**ANTHROPIC_CALL, "name": None})),
+        ("anthropic", _anthropic_stream(ANTHROPIC_CALL)),
+        ("openai", _chat_stream_of_a_nameless_call()),
+    ],
+    ids=["anthropic-null-name", "anthropic-no-name", "chat-never-named"],
+)
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_a_streamed_tool_call_never_named_ends_the_stream_in_an_error(
+    preset: str, data: bytes, flavour: str
+) -> None:
+    target, recorder = provider(preset, (200, data))
+    request = ChatRequest("claude-sonnet-4-5").user("call it")
+    retrying = RetryingProvider(target, sleep=lambda _: None)
+    seen: list[str] = []
+    with pytest.raises(StreamDecodeError) as caught:
+        if flavour == "sync":
+            with retrying.chat_stream(request) as stream:
+                seen.extend(event.type for event in stream)
+        else:
+
+            async def read() -> None:
+                async with await retrying.achat_stream(request) as stream:
+                    async for event in stream:
+                        seen.append(event.type)
+
+            run(read())
+    error = caught.value
+    assert error.message == "the tool call of stream block 0 has no `name`"
+    assert (error.provider, error.retryable) == (preset, False)
+    # The whole stream was read first: the usage that came after the finish is the call's.
+    assert "finish" in seen
+    assert error.context.metadata[REPORTED_USAGE_KEY] == {"input_tokens": 20, "output_tokens": 9}
+    assert len(recorder.bodies) == 1

@@ -81,6 +81,9 @@ class _Block:
         self.issuer: str | None = None
 
     def build(self, index: int) -> ContentBlock:
+        """The block as it arrived. A tool call with no name yet is built with the name `""`
+        for a partial view (a failed stream's record, a trace); a finished answer that
+        holds one fails (`StreamCollector.finish`, `StreamCollector.unnamed_call`)."""
         text = _joined(self.parts)
         if self.block_type is StreamBlockType.TOOL_CALL:
             return ToolCall(id=self.id or f"call_{index}", name=self.name or "", arguments=text)
@@ -217,7 +220,8 @@ class StreamCollector:
                 # An id told again is the server's own, come after a stand-in the block
                 # started with (a Chat Completions call whose id came on a later delta).
                 block.id = event.id or block.id
-                block.name = block.name or event.name
+                if not block.name and event.name is not None:
+                    block.name = event.name  # (a name `""` given stays: the body's is read so)
         elif isinstance(event, BlockStop):
             if event.index not in self._blocks:
                 raise StreamDecodeError(
@@ -322,8 +326,22 @@ class StreamCollector:
             provider=self.provider,
         )
 
+    def unnamed_call(self) -> StreamDecodeError | None:
+        """The error of an answer that holds a tool call the stream never named (Anthropic's
+        `tool_use` block started with a `null` name, a Chat Completions call whose deltas
+        gave none): no caller can run it, and the body decoders refuse a call with no name
+        alike; `None` for any other. A name `""`, given, is read as a body's is."""
+        for index in sorted(self._blocks):
+            block = self._blocks[index]
+            if block.block_type is StreamBlockType.TOOL_CALL and block.name is None:
+                return StreamDecodeError(
+                    f"the tool call of stream block {index} has no `name`"
+                ).mark_authored()
+        return None
+
     def finish(self) -> ChatResponse:
-        """The collected response; raises the stream's error, or `IncompleteStreamError`."""
+        """The collected response; raises the stream's error, `IncompleteStreamError`, or
+        the error of a tool call with no name (`unnamed_call`)."""
         if self._error is not None:
             raise self._error
         if self._finish is None:
@@ -340,6 +358,10 @@ class StreamCollector:
                 )
             self.mark_made(ended)
             raise ended
+        unnamed = self.unnamed_call()
+        if unnamed is not None:
+            self.mark_made(unnamed)
+            raise unnamed
         return self.partial_response()
 
     def mark_closed_early(self) -> None:
@@ -405,6 +427,8 @@ class _Rules:
         collector = self.collector
         if not collector.finished or collector.error is not None:
             return False
+        if collector.unnamed_call() is not None:
+            return False  # (not whole: the error after the finish is the stream's failure)
         if closed:
             self.done = True
             return True
@@ -427,12 +451,19 @@ class _Rules:
         self.collector.set_terminal_error(error)
 
     def on_end(self) -> Error | None:
-        """The error to raise when the source ran dry, if it ended early."""
+        """The error to raise when the source ran dry, if it ended early, or its answer holds
+        a tool call with no name (after the usage that came with the finish, paid for)."""
         self.done = True
-        if self.collector.finished or self.collector.error is not None:
+        collector = self.collector
+        if collector.error is not None:
             return None
+        if collector.finished:
+            unnamed = collector.unnamed_call()
+            if unnamed is not None:
+                self.on_error(unnamed)
+            return unnamed
         try:
-            self.collector.finish()
+            collector.finish()
         except Error as error:
             self.on_error(error)
             return error

@@ -29,14 +29,22 @@ its direction; Azure's content-filter verdicts on an answer it let through, and 
 prompt, where one notes something (`CONTENT_FILTER_RESULTS_KEY`,
 `PROMPT_FILTER_RESULTS_KEY`); Groq's compound systems' `message.executed_tools` (the
 searches and code runs the server made, with their results) under `EXECUTED_TOOLS_KEY`, and
-the `usage_breakdown` beside the usage (each model's tokens) under `USAGE_BREAKDOWN_KEY`. An
-empty or absent list, or a usage without those fields (or with no audio tokens), leaves no
-key; a plain answer costs a few lookups in `model_extra`
-(OpenAI sends `"annotations": []` on every message).
+the `usage_breakdown` beside the usage (each model's tokens) under `USAGE_BREAKDOWN_KEY`;
+the parts of a `content` list that no text was read from (`content_parts`: a part's string
+`text` is read whatever its type is called, a bare string too) under `CONTENT_PARTS_KEY`,
+with a warning (`UNREAD_PARTS`). An empty or absent list, or a usage without those fields
+(or with no audio tokens), leaves no key; a plain answer costs a few lookups in
+`model_extra` (OpenAI sends `"annotations": []` on every message).
 
 Log-probabilities (`choices[].logprobs.content`) are read whole or not at all, with a warning
 saying why: of a shape allama does not read, or merging the tokens of a character written in
 several into one (llama.cpp's server, `MERGED_LOGPROBS`), whose figures are not the model's.
+
+Metadata allama does not read is of any type (a fractional `created`, a number as the `id`,
+kept as text, a `null` role; `allama.adapters.openai_compat._wire`), a choice's `null` index
+is its place in the list, and `logprobs` that are no object are left out with the warning
+above: an answer that was read is never thrown away for them, as a usage of another shape is
+not (`refit`).
 
 Only the first choice is the answer. An answer of more than one (`n` above 1, which
 `ChatRequest` has no field for, given through the body option) says so in a warning
@@ -100,6 +108,7 @@ __all__ = [
     "ANNOTATIONS_KEY",
     "AUDIO_TOKENS_KEY",
     "CONTENT_FILTER_RESULTS_KEY",
+    "CONTENT_PARTS_KEY",
     "EXECUTED_TOOLS_KEY",
     "INTERRUPTED",
     "LONE_SURROGATES",
@@ -107,6 +116,7 @@ __all__ = [
     "OTHER_CHOICES_KEY",
     "PROMPT_FILTER_RESULTS_KEY",
     "REASONING_DETAILS_KEY",
+    "UNREAD_PARTS",
     "USAGE_BREAKDOWN_KEY",
     "USAGE_COST_KEY",
     "audio_tokens_of",
@@ -122,6 +132,7 @@ __all__ = [
     "other_choice",
     "reasoning_text",
     "unread_choices",
+    "unread_parts",
     "usage_breakdown",
     "usage_cost",
     "usage_of",
@@ -151,6 +162,12 @@ given."""
 USAGE_BREAKDOWN_KEY = "usage_breakdown"
 """Groq's compound systems' `usage_breakdown`, verbatim (`{"models": [{"model", "usage"}]}`):
 the tokens of each model the system ran, beside the usage it reports for the request."""
+
+CONTENT_PARTS_KEY = "content_parts"
+"""The parts of `message.content` (a list) that no text was read from (of a type allama does
+not know, with no string `text`: an image, a refusal part, a reference), verbatim, in order;
+a stream's are appended in order. The answer says so in a warning (`UNREAD_PARTS`): its
+text, read from the other parts, may not be all the model said."""
 
 OTHER_CHOICES_KEY = "other_choices"
 """The choices after the first, which allama does not read: a list, by index, of
@@ -311,22 +328,37 @@ def kept_list(extra: dict[str, Any] | None, name: str) -> list[Any] | None:
     return value if isinstance(value, list) and value else None
 
 
-def content_parts(content: str | list[Any] | None) -> tuple[str, str]:
-    """The text and the reasoning in a `content` field (a string, or a list of blocks)."""
+_REASONING_PARTS = frozenset({"thinking", "reasoning", "reasoning_text"})
+"""The types of the content parts whose text is reasoning (Mistral's `thinking`, whose
+`thinking` is a string or a list of text pieces; the Responses API's `reasoning_text` where a
+gateway passes its parts on)."""
+
+
+def content_parts(content: str | list[Any] | None) -> tuple[str, str, list[Any]]:
+    """The text and the reasoning in a `content` field (a string, or a list of parts), and
+    the parts no text was read from, verbatim (`CONTENT_PARTS_KEY`). A part's string `text`
+    is text whatever its type is called (`text`, the Responses API's `output_text`, none),
+    and a bare string part too; reasoning where its type says so (`_REASONING_PARTS`)."""
     if content is None:
-        return "", ""
+        return "", "", []
     if isinstance(content, str):
-        return content, ""
+        return content, "", []
     texts: list[str] = []
     thinking: list[str] = []
+    unread: list[Any] = []
     for part in content:
+        if isinstance(part, str):
+            texts.append(part)
+            continue
         if not isinstance(part, dict):
+            unread.append(part)
             continue
         kind = part.get("type")
-        if kind == "text" and isinstance(part.get("text"), str):
-            texts.append(part["text"])
-        elif kind == "thinking":
+        text = part.get("text")
+        if kind in _REASONING_PARTS:
             inner = part.get("thinking")
+            if inner is None:
+                inner = text
             if isinstance(inner, str):
                 thinking.append(inner)
             elif isinstance(inner, list):
@@ -335,7 +367,26 @@ def content_parts(content: str | list[Any] | None) -> tuple[str, str]:
                     for piece in inner
                     if isinstance(piece, dict) and isinstance(piece.get("text"), str)
                 )
-    return "".join(texts), "".join(thinking)
+            else:
+                unread.append(part)
+        elif isinstance(text, str):
+            texts.append(text)
+        else:
+            unread.append(part)
+    return "".join(texts), "".join(thinking), unread
+
+
+UNREAD_PARTS = (
+    "the provider answered with content parts allama reads no text from: they are kept "
+    f"verbatim in `provider_data`, under `{CONTENT_PARTS_KEY}`"
+)
+"""The warning on an answer whose content holds parts of no text (`content_parts`)."""
+
+
+def unread_parts(provider: str | None) -> Warning:
+    """The warning on an answer whose content holds parts no text was read from."""
+    warning = Warning.unsupported(RequestField.OPTIONS, UNREAD_PARTS)
+    return warning if provider is None else warning.with_provider(provider)
 
 
 def reasoning_text(reasoning: str | None, reasoning_content: str | None) -> str:
@@ -418,8 +469,11 @@ def leading_think(text: str) -> tuple[str, str] | None:
     return thought, rest.lstrip() if closed else ""
 
 
-def _blocks(message: WireMessage, *, think_tags: bool = False) -> list[ContentBlock]:
-    text, thinking = content_parts(message.content)
+def _blocks(
+    message: WireMessage, *, think_tags: bool = False
+) -> tuple[list[ContentBlock], list[Any]]:
+    """The blocks of a message, and the parts of its content no text was read from."""
+    text, thinking, unread = content_parts(message.content)
     reasoning = reasoning_text(message.reasoning, message.reasoning_content) + thinking
     split = leading_think(text) if think_tags else None
     if split is not None:
@@ -443,7 +497,7 @@ def _blocks(message: WireMessage, *, think_tags: bool = False) -> list[ContentBl
         blocks.append(
             ToolCall(id=f"call_{len(calls)}", name=legacy.name, arguments=legacy.arguments)
         )
-    return blocks
+    return blocks, unread
 
 
 def _noted(verdicts: Any) -> bool:
@@ -700,7 +754,7 @@ def decode_body(
         # Only a filtered choice may come without its message.
         error = _not_a_completion(body, "its choice has no message", provider, model)
         raise _with_usage(error, wire, reasoning_outside_completion)
-    blocks = _blocks(message, think_tags=think_tags) if message is not None else []
+    blocks, unread = _blocks(message, think_tags=think_tags) if message is not None else ([], [])
     has_calls = any(isinstance(block, ToolCall) for block in blocks)
     usage = (
         usage_of(wire.usage, reasoning_outside_completion=reasoning_outside_completion)
@@ -736,6 +790,9 @@ def decode_body(
         executed = kept_list(message_extra, "executed_tools")
         if executed is not None:
             kept[EXECUTED_TOOLS_KEY] = executed
+    if unread:
+        kept[CONTENT_PARTS_KEY] = unread
+        warnings = (*warnings, unread_parts(provider))
     if wire.usage is not None:
         cost = usage_cost(wire.usage)
         if cost is not None:
@@ -756,7 +813,7 @@ def decode_body(
         kept[OTHER_CHOICES_KEY] = [
             other_choice(
                 other.index,
-                _blocks(other.message) if other.message is not None else [],
+                _blocks(other.message)[0] if other.message is not None else [],
                 other.finish_reason,
             )
             for other in others
@@ -765,14 +822,17 @@ def decode_body(
     provider_data = {provider or "openai": kept} if kept else {}
     logprobs = None
     if choice is not None and choice.logprobs:
-        logprobs = openai_logprobs(choice.logprobs.get("content"))
-        unread = _unread_logprobs(choice.logprobs) if logprobs is None else None
+        sent = choice.logprobs
+        if isinstance(sent, dict):
+            logprobs = openai_logprobs(sent.get("content"))
+        left_out = _unread_logprobs(sent) if logprobs is None else None
         counted = usage.output_tokens if usage is not None else None
         if logprobs is not None and merged_characters(logprobs, counted):
             # Read whole, they would give a probability made up: the merged tokens' missing.
-            logprobs, unread = None, Warning.unsupported(RequestField.LOGPROBS, MERGED_LOGPROBS)
-        if unread is not None:
-            warnings = (*warnings, unread)
+            logprobs = None
+            left_out = Warning.unsupported(RequestField.LOGPROBS, MERGED_LOGPROBS)
+        if left_out is not None:
+            warnings = (*warnings, left_out)
     return ChatResponse(
         tuple(blocks),
         finish_reason=finish,
@@ -800,11 +860,13 @@ _LEGACY_LOGPROBS = ("tokens", "token_logprobs", "top_logprobs")
 the alternatives a map from text to log-probability, no token's bytes."""
 
 
-def _unread_logprobs(sent: Mapping[str, Any]) -> Warning | None:
+def _unread_logprobs(sent: object) -> Warning | None:
     """Why log-probabilities that were sent were left out, or `None` where none were (a
     `content` of `null` or `[]`): a decision names it, where it would say none came."""
-    content = sent.get("content")
-    if content is not None and content != []:
+    content = sent.get("content") if isinstance(sent, Mapping) else None
+    if not isinstance(sent, Mapping):
+        shape = "a `logprobs` that is no object"
+    elif content is not None and content != []:
         shape = "a `content` that is no list of tokens with their log-probabilities"
     elif any(sent.get(key) for key in _LEGACY_LOGPROBS):
         shape = (

@@ -30,6 +30,13 @@ decoder uses, so a collected stream equals the decoded body of the same message:
 - `ANNOTATIONS_KEY`: the `delta.annotations` lists (OpenAI's web search sends its
   `url_citation`s on a delta of their own near the end, OpenRouter's web plugin likewise),
   appended in order; each chunk that carries some emits the whole list so far.
+- `EXECUTED_TOOLS_KEY`: Groq's compound systems' `delta.executed_tools`, in order, a tool
+  sent again under the same `index` (once it ran, with its output) in the place of the one
+  before (`_executed_tools`); each chunk that carries some emits the whole list so far.
+- `USAGE_BREAKDOWN_KEY`: Groq's compound systems' `x_groq.usage_breakdown` on the final
+  chunk (each model's tokens), verbatim.
+- `CONTENT_PARTS_KEY`: the parts of a `delta.content` list no text was read from, appended
+  in order, with the body's warning (`UNREAD_PARTS`) once.
 - `USAGE_COST_KEY`: the money fields of each usage reported (the usage-only chunk, Groq's
   `x_groq.usage`, the usage of an error chunk or error event); the last one wins.
 - `AUDIO_TOKENS_KEY`: the audio tokens of each usage reported that has some (OpenAI's
@@ -68,10 +75,13 @@ from allama.adapters._sse import SseEvent, SseParser
 from allama.adapters.openai_compat._decode import (
     ANNOTATIONS_KEY,
     AUDIO_TOKENS_KEY,
+    CONTENT_PARTS_KEY,
+    EXECUTED_TOOLS_KEY,
     OTHER_CHOICES_KEY,
     REASONING_DETAILS_KEY,
     THINK_CLOSE,
     THINK_OPEN,
+    USAGE_BREAKDOWN_KEY,
     USAGE_COST_KEY,
     audio_tokens_of,
     choice_error,
@@ -85,6 +95,8 @@ from allama.adapters.openai_compat._decode import (
     reasoning_text,
     refit,
     unread_choices,
+    unread_parts,
+    usage_breakdown,
     usage_cost,
     usage_of,
 )
@@ -240,6 +252,12 @@ class ChatStreamDecoder:
         self._tier_told = False
         self._audio_told = False
         self._annotations: list[Any] = []
+        self._executed: list[Any] = []
+        """Groq's compound systems' executed tools so far (`_executed_tools`)."""
+        self._executed_at: dict[int | str, int] = {}
+        """The place in `_executed` of each executed tool's `index`."""
+        self._unread_parts: list[Any] = []
+        """The content parts no text was read from so far (`CONTENT_PARTS_KEY`)."""
         self._details: list[Any] = []
         """The `reasoning_details` entries complete so far."""
         self._detail: dict[str, Any] | None = None
@@ -440,11 +458,16 @@ class ChatStreamDecoder:
         )
 
     def _kept(self, extra: dict[str, Any]) -> Iterator[StreamEvent]:
-        """The annotations and reasoning details a delta carries (its `model_extra`)."""
+        """The annotations, executed tools and reasoning details a delta carries (its
+        `model_extra`)."""
         annotations = kept_list(extra, "annotations")
         if annotations is not None:
             self._annotations.extend(annotations)
             yield self._data(ANNOTATIONS_KEY, list(self._annotations))
+        executed = kept_list(extra, "executed_tools")
+        if executed is not None:
+            self._executed_tools(executed)
+            yield self._data(EXECUTED_TOOLS_KEY, list(self._executed))
         details = kept_list(extra, "reasoning_details")
         if details is None:
             return
@@ -453,6 +476,21 @@ class ChatStreamDecoder:
         if self.finished:
             # Nothing more marks the end after the finish reason: emit them as they come.
             yield from self._flush_details()
+
+    def _executed_tools(self, tools: list[Any]) -> None:
+        """Groq's compound systems' `delta.executed_tools`, added to those so far. Groq sends
+        a tool twice, as it starts (its arguments) and once it ran (its output and results
+        too), under the same `index`: the later takes the earlier's place, so that the list
+        is the body's `message.executed_tools`. One with no index is added."""
+        for tool in tools:
+            index = tool.get("index") if isinstance(tool, dict) else None
+            at = self._executed_at.get(index) if isinstance(index, int | str) else None
+            if at is not None:
+                self._executed[at] = tool
+                continue
+            if isinstance(index, int | str):
+                self._executed_at[index] = len(self._executed)
+            self._executed.append(tool)
 
     def _detail_piece(self, piece: Any) -> Iterator[StreamEvent]:
         """Add one piece of `reasoning_details`; emit the list when an entry is complete."""
@@ -526,10 +564,17 @@ class ChatStreamDecoder:
                 self._tier_told = True
                 yield self._data(SERVICE_TIER_KEY, tier)
         groq = extra.get("x_groq")
-        if usage is None and isinstance(groq, dict):
+        if not isinstance(groq, dict):
+            groq = None
+        if usage is None and groq is not None:
             usage = loose_usage(groq.get("usage"))
         if usage is not None:
             yield from self._usage(usage)
+        # Groq's compound systems give each model's tokens on the final chunk, in `x_groq`
+        # (a body beside its usage).
+        breakdown = usage_breakdown(groq) or usage_breakdown(extra)
+        if breakdown is not None:
+            yield self._data(USAGE_BREAKDOWN_KEY, breakdown)
 
     def _other(self, choice: WireChunkChoice) -> None:
         """A delta of a choice after the first, kept: read by the choice's own decoder as
@@ -583,7 +628,12 @@ class ChatStreamDecoder:
             if not failed:
                 yield from self._late_verdict(choice)
             return
-        text, thinking = content_parts(delta.content)
+        text, thinking, unread = content_parts(delta.content)
+        if unread:
+            if not self._unread_parts:
+                yield WarningEvent(warning=unread_parts(self._provider))
+            self._unread_parts.extend(unread)
+            yield self._data(CONTENT_PARTS_KEY, list(self._unread_parts))
         reasoning = reasoning_text(delta.reasoning, delta.reasoning_content) + thinking
         said = bool(text or reasoning or delta.refusal or delta.tool_calls)
         if self._think is not None and text:

@@ -7,7 +7,10 @@ describes the shape they keep, and the tests hold every encoded body to it.
 Rules the wire keeps: an absent optional field is omitted (never sent as `null`), an
 explicit `false` is kept, JSON keys are the wire's own (`type`, not `tool_type`), tool-call
 arguments stay the raw string the provider sent, and unknown fields a provider adds are
-tolerated (kept as extras), so a new field never breaks decoding.
+tolerated (kept as extras), so a new field never breaks decoding. Nor does a field of a
+response that allama does not read being of another type than OpenAI's (SambaNova through
+Hugging Face's router sends a fractional `created`; some servers a number as the `id`, a
+`null` role or index): an answer is not thrown away for its metadata (`_Metadata`).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from allama.types._base import DEFER_BUILD
 
 __all__ = [
     "Role",
+    "WireAnswer",
     "WireChoice",
     "WireChunk",
     "WireChunkChoice",
@@ -62,11 +66,59 @@ class Role(StrEnum):
     """The deprecated role of a function result; read, never written."""
 
 
+_ROLES = frozenset(Role)
+
+
 def _raw_arguments(value: Any) -> Any:
     # A few servers send arguments as an object; keep a string, as the wire promises.
     if value is None or isinstance(value, str):
         return value
     return json.dumps(value, separators=(",", ":"))
+
+
+def _identifier(value: Any) -> Any:
+    """An id as text: a number (some servers number their completions) as its digits; one
+    of no usable type (an object, a list, a flag) as none. allama only passes it on."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    return None
+
+
+def _text_or_none(value: Any) -> Any:
+    """A string kept; anything else, which allama cannot use as one, as none."""
+    return value if isinstance(value, str) else None
+
+
+def _any_role(value: Any) -> Any:
+    """The role of an answer or a delta, which allama does not read: a known one kept, any
+    other (`null`, a word of a server's own) as none."""
+    return value if isinstance(value, str) and value in _ROLES else None
+
+
+def _answer_role(value: Any) -> Any:
+    """The role of an answer: one allama does not know (`null`) reads as the assistant's."""
+    role = _any_role(value)
+    return Role.ASSISTANT if role is None else role
+
+
+_UNPLACED = -1
+"""The index of a choice that gave none it can use (`null`): its place in the list stands
+for it (`_placed`)."""
+
+
+def _index_or_unplaced(value: Any) -> Any:
+    """A choice's index, or `_UNPLACED` where it gave no whole number."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else _UNPLACED
+
+
+def _placed(choices: list[Any]) -> list[Any]:
+    """Choices whose index is `_UNPLACED` given their place in the list as their index."""
+    for position, choice in enumerate(choices):
+        if choice.index == _UNPLACED:
+            choice.index = position
+    return choices
 
 
 class WireFunctionCall(_Wire):
@@ -155,6 +207,13 @@ class WireMessage(_Wire):
         return cls(role=Role.TOOL, tool_call_id=tool_call_id, content=content)
 
 
+class WireAnswer(WireMessage):
+    """The assistant message of a response. Its `role`, which allama does not read, may be
+    anything (`null` from some servers): one allama does not know reads as the assistant's."""
+
+    _role = field_validator("role", mode="before")(_answer_role)
+
+
 class WireFunction(_Wire):
     name: str
     description: str | None = None
@@ -229,21 +288,37 @@ class WireUsage(_Wire):
 
 class WireChoice(_Wire):
     """One choice of a response. Azure leaves out `message` on a choice its content filter
-    stopped (`finish_reason: "content_filter"`)."""
+    stopped (`finish_reason: "content_filter"`). An index of `null` is the choice's place in
+    the list; `logprobs` of a shape allama does not read is left out by the decoder, with a
+    warning."""
 
     index: int = 0
-    message: WireMessage | None = None
+    message: WireAnswer | None = None
     finish_reason: str | None = None
-    logprobs: dict[str, Any] | None = None
+    logprobs: Any = None
+
+    _unplaced = field_validator("index", mode="before")(_index_or_unplaced)
 
 
-class WireResponse(_Wire):
+class _Metadata(_Wire):
+    """The metadata of a response or chunk, of any JSON type: allama reads none of it but
+    the id (kept as text, `_identifier`) and the model (a string, else none: the requested
+    model names the answer), so none of it throws a paid answer away."""
+
     id: str | None = None
-    object: str | None = None
-    created: int | None = None
+    object: Any = None
+    created: Any = None
     model: str | None = None
+
+    _id = field_validator("id", mode="before")(_identifier)
+    _model = field_validator("model", mode="before")(_text_or_none)
+
+
+class WireResponse(_Metadata):
     choices: list[WireChoice] = []
     usage: WireUsage | None = None
+
+    _in_place = field_validator("choices")(_placed)
 
 
 class WireFunctionCallDelta(_Wire):
@@ -281,6 +356,8 @@ class WireDelta(_Wire):
     reasoning: str | None = None
     reasoning_content: str | None = None
 
+    _role = field_validator("role", mode="before")(_any_role)
+
 
 def _no_delta(value: Any) -> Any:
     # A choice the content filter stopped may carry `"delta": null`.
@@ -293,14 +370,13 @@ class WireChunkChoice(_Wire):
     finish_reason: str | None = None
 
     _delta = field_validator("delta", mode="before")(_no_delta)
+    _unplaced = field_validator("index", mode="before")(_index_or_unplaced)
 
 
-class WireChunk(_Wire):
+class WireChunk(_Metadata):
     """One `data:` payload of a stream. `choices` is empty on usage-only chunks."""
 
-    id: str | None = None
-    object: str | None = None
-    created: int | None = None
-    model: str | None = None
     choices: list[WireChunkChoice] = []
     usage: WireUsage | None = None
+
+    _in_place = field_validator("choices")(_placed)

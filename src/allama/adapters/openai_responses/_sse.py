@@ -287,6 +287,7 @@ class _Item:
         "kept",
         "kind",
         "name",
+        "named",
         "parts",
         "position",
     )
@@ -308,6 +309,9 @@ class _Item:
         self.call_id = ""
         self.name = ""
         """A call's `call_id` and `name` as known so far (held back while either is not)."""
+        self.named = False
+        """Whether a copy of the call gave a string `name` (`""` too): one never named
+        starts with none, which the collector refuses as a body's decoder does."""
 
     def call_start(self) -> BlockStart:
         """The start of a call's block, with its id and name as `decode_object` reads them."""
@@ -316,7 +320,7 @@ class _Item:
             index=self.block.index,
             block_type=StreamBlockType.TOOL_CALL,
             id=self.call_id or self.item_id,
-            name=self.name or None,
+            name=self.name if self.named else None,
         )
 
 
@@ -452,6 +456,7 @@ class ResponsesStreamDecoder:
         gives one is what a body gives)."""
         known.call_id = _str(item.get("call_id")) or known.call_id
         known.name = _str(item.get("name")) or known.name
+        known.named = known.named or isinstance(item.get("name"), str)
 
     # Events
 
@@ -643,6 +648,7 @@ class ResponsesStreamDecoder:
             block = known.block = self._surface(StreamBlockType.TOOL_CALL)
             self._has_calls = True
             known.call_id, known.name = _str(item.get("call_id")), _str(item.get("name"))
+            known.named = isinstance(item.get("name"), str)
             if not (known.call_id and known.name):
                 self._waiting[block.index] = known  # its start held back (`_ordered`)
             events.append(known.call_start())
