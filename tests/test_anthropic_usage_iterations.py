@@ -451,3 +451,64 @@ def test_a_paid_failure_that_lists_its_passes_costs_what_the_answer_does() -> No
         answered.output,
         Decimal("2.066"),
     )
+
+
+# Odd JSON in `usage.iterations`: read as the other native counts are
+
+
+def _with_float_counts(message: dict[str, Any]) -> dict[str, Any]:
+    """`message` with each pass's counts written as whole-number floats (`23000.0`)."""
+    usage = message["usage"]
+    iterations = [
+        {key: float(value) if type(value) is int else value for key, value in entry.items()}
+        for entry in usage["iterations"]
+    ]
+    return {**message, "usage": {**usage, "iterations": iterations}}
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["body", "stream"])
+@pytest.mark.parametrize("message", [COMPACTED, _cached_passes()], ids=["plain", "cached"])
+def test_passes_whose_counts_are_whole_number_floats_are_summed_and_priced(
+    message: dict[str, Any], streamed: bool
+) -> None:
+    given = _answer("claude-sonnet-4-6", message, streamed=streamed)
+    floats = _answer("claude-sonnet-4-6", _with_float_counts(message), streamed=streamed)
+    # Summed over the passes, not the top level's (the last pass's alone).
+    assert floats.usage == given.usage
+    cost, float_cost = _record(given).cost, _record(floats).cost
+    assert float_cost is not None and float_cost == cost
+
+
+@pytest.mark.parametrize("kind", [["compaction"], {"type": "message"}])
+def test_a_pass_whose_type_is_not_a_string_is_a_pass_of_the_messages_model(kind: Any) -> None:
+    iterations = [
+        {"type": kind, "input_tokens": 180000, "output_tokens": 3500},
+        {"type": "message", "input_tokens": 23000, "output_tokens": 1000},
+    ]
+    message = {**COMPACTED, "usage": {**COMPACTED["usage"], "iterations": iterations}}
+    for streamed in (False, True):
+        response = _answer("claude-sonnet-4-6", message, streamed=streamed)
+        assert response.usage == Usage(
+            input_tokens=203000, output_tokens=4500, cache_read_tokens=0, cache_write_tokens=0
+        )
+
+
+def test_a_pass_whose_type_is_not_a_string_beside_a_fallback_is_read() -> None:
+    """Beside a server-side fallback, one naming another model is an attempt it declined."""
+    iterations = [
+        {"type": ["message"], "model": "claude-opus-4-8", "input_tokens": 900, "output_tokens": 0},
+        {"type": ["message"], "input_tokens": 1000, "output_tokens": 100},
+        {
+            "type": "fallback_message",
+            "model": "claude-sonnet-4-6",
+            "input_tokens": 2000,
+            "output_tokens": 100,
+        },
+    ]
+    message = {
+        **COMPACTED,
+        "usage": {"input_tokens": 2000, "output_tokens": 100, "iterations": iterations},
+    }
+    response = _answer("claude-sonnet-4-6", message, streamed=False)
+    assert response.usage == Usage(input_tokens=3000, output_tokens=200)
+    assert _record(response).cost is not None

@@ -3,8 +3,8 @@
 A field that should be a string and holds a list or an object (a block's or an item's
 `type`, a response's `status`, an error's `reason`, a stream event's `type`) is one allama
 does not know: read as an unknown string is, never a `TypeError`. A token count written as
-a whole-number float (`20.0`) is that count, as the Chat Completions wire reads it; a flag,
-a fraction, a negative or an infinite number is not reported.
+a whole-number float (`20.0`) is that count, as the Chat Completions wire reads it (Gemini's
+too); a flag, a fraction, a negative or an infinite number is not reported.
 """
 
 from __future__ import annotations
@@ -18,7 +18,9 @@ import pytest
 from _responses_support import stream_of
 from allama.adapters.anthropic._decode import decode_response as anthropic_response
 from allama.adapters.anthropic._sse import decode_stream as anthropic_stream
+from allama.adapters.gemini._decode import decode_response as gemini_response
 from allama.adapters.gemini._errors import error_from_response as gemini_error
+from allama.adapters.gemini._stream import decode_stream as gemini_stream
 from allama.adapters.ollama._decode import decode_response as ollama_response
 from allama.adapters.ollama._stream import decode_stream as ollama_stream
 from allama.adapters.openai_responses._decode import decode_response as responses_response
@@ -251,6 +253,40 @@ def test_whole_number_float_counts_are_read_on_every_native_wire(
     assert ollama_response(200, {}, json.dumps(line).encode()).usage == ollama_usage
     streamed = _collect(ollama_stream(json.dumps(line).encode() + b"\n"))
     assert streamed.usage == ollama_usage
+
+
+@pytest.mark.parametrize(
+    ("counts", "expected"),
+    [
+        ((20.0, 3.0, 7.0), Usage(input_tokens=20, output_tokens=10, reasoning_tokens=7)),
+        ((20, 3, 7), Usage(input_tokens=20, output_tokens=10, reasoning_tokens=7)),
+        ((20.5, -3.0, True), Usage()),  # a fraction, a negative count, a flag
+    ],
+)
+def test_whole_number_float_counts_are_read_from_gemini(
+    counts: tuple[Any, Any, Any], expected: Usage
+) -> None:
+    prompt, candidates, thoughts = counts
+    body = {
+        "candidates": [
+            {
+                "content": {"role": "model", "parts": [{"text": "Hi."}]},
+                "finishReason": "STOP",
+                "index": 0.0,
+            }
+        ],
+        "usageMetadata": {
+            "promptTokenCount": prompt,
+            "candidatesTokenCount": candidates,
+            "thoughtsTokenCount": thoughts,
+        },
+        "modelVersion": "gemini-2.5-flash",
+    }
+    read = gemini_response(200, {}, json.dumps(body).encode())
+    assert read.text() == "Hi."
+    assert read.usage == expected
+    streamed = _collect(gemini_stream(f"data: {json.dumps(body)}\r\n\r\n".encode()))
+    assert streamed.usage == read.usage
 
 
 def test_an_infinite_count_is_not_reported() -> None:

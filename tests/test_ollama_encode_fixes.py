@@ -1,7 +1,8 @@
 """Ollama's `think`, images and documents, as sent: `reasoning_effort="none"` on gpt-oss
 (which cannot stop reasoning), a body option's own `think` in place of allama's, image data
 URLs whose scheme or `base64` marker are not lower-case, and plain-text documents read as
-Anthropic's encoder reads them (media type parameters, charset, data URLs)."""
+Anthropic's encoder reads them (media type parameters, charset, data URLs); and a request
+with no messages, refused before sending."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ import base64
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 from tests._recording import Recorder, provider
 
+import allama
 from allama import ChatRequest
 from allama.errors import InvalidRequestError, UnsupportedError
 from allama.types import (
@@ -321,3 +324,39 @@ def test_an_image_of_no_data_is_refused_before_sending(image: ImagePart) -> None
         target.chat(ChatRequest("llava").user("a", image))
     assert str(caught.value) == "the image holds no data, which Ollama cannot read"
     assert recorder.bodies == []
+
+
+# A request with no messages
+
+
+class City(BaseModel):
+    city: str
+
+
+@pytest.mark.parametrize("how", ["chat", "stream", "extract"])
+def test_a_request_with_no_messages_is_refused_before_sending(how: str) -> None:
+    """Ollama answers `messages: []` by loading the model alone (`done_reason: "load"`),
+    which was read as an answer with no text."""
+    loaded = {**ANSWER, "message": {"role": "assistant", "content": ""}, "done_reason": "load"}
+    target, recorder = provider("ollama", (200, loaded), base_url="http://127.0.0.1:9")
+    request = ChatRequest("llama3.2")
+    with pytest.raises(InvalidRequestError) as caught:
+        if how == "chat":
+            target.chat(request)
+        elif how == "stream":
+            with target.chat_stream(request) as stream:
+                for _ in stream:
+                    pass
+        else:
+            allama.extract(target, City, request)
+    assert str(caught.value) == (
+        "Ollama needs at least one message, and the request has none left to send"
+    )
+    assert caught.value.provider == "ollama"
+    assert recorder.bodies == []
+
+
+def test_system_instructions_alone_are_sent() -> None:
+    body, warnings = chat(ChatRequest("llama3.2").system("Say hi."))
+    assert body["messages"] == [{"role": "system", "content": "Say hi."}]
+    assert warnings == []

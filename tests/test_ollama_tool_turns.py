@@ -406,9 +406,9 @@ def test_an_anthropic_turns_server_blocks_and_redacted_thinking_left_out_are_sai
         (
             WarningKind.APPROXIMATED,
             RequestField.MESSAGES,
-            "the server tool blocks of an Anthropic turn that goes back whole (paused, or "
-            "waiting on tool calls from code execution) were left out: only Anthropic takes "
-            "them back",
+            "the server tool blocks of an Anthropic turn (a server tool's calls and results, in a "
+            "finished turn, a paused one, or one whose code execution waits on tool calls) were "
+            "left out: only Anthropic takes them back",
         ),
     ]
     # The words every Chat Completions encoder says of the same turn.

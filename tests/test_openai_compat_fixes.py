@@ -1436,6 +1436,49 @@ def test_an_endpoints_own_plain_reasoning_left_out_is_not_said_on_each_turn() ->
     assert warnings == ()
 
 
+@pytest.mark.parametrize(
+    ("preset", "model", "field", "display"),
+    [
+        ("deepseek", "deepseek-reasoner", "reasoning_content", "DeepSeek"),
+        ("ollama-openai", "qwen3", "reasoning", "Ollama's OpenAI-compatible endpoint"),
+    ],
+)
+def test_encrypted_reasoning_with_no_text_left_out_where_text_goes_back_is_said(
+    preset: str, model: str, field: str, display: str
+) -> None:
+    # Anthropic's redacted thinking beside its signed thinking; OpenAI's encrypted
+    # reasoning without a summary.
+    for blocks, text in (
+        (
+            (
+                Reasoning(text="Call the tool first.", signature="EsYD", issuer="anthropic"),
+                Reasoning(encrypted_content="ENCRYPTED", issuer="anthropic"),
+            ),
+            "Call the tool first.",
+        ),
+        ((Reasoning(signature="rs_1", encrypted_content="gAAA", issuer="openai"),), ""),
+    ):
+        turn = AssistantMessage(content=(*blocks, _paris_call("call_1")))
+        request = ChatRequest(model).user("Weather?").with_tools([WEATHER])
+        body, warnings = _sent(preset, request.push(turn).tool_result("call_1", "Sunny"))
+        assert body["messages"][1][field] == text
+        assert "ENCRYPTED" not in json.dumps(body) and "gAAA" not in json.dumps(body)
+        assert [(w.kind, w.subject, w.message) for w in warnings] == [
+            (
+                WarningKind.APPROXIMATED,
+                FieldSubject(field=RequestField.REASONING),
+                f"{display} takes back reasoning as text alone; encrypted reasoning with no "
+                "text was left out of the conversation",
+            )
+        ]
+    # Reasoning with its text goes back without a word, signed or not.
+    turn = AssistantMessage(content=(*THINKING_TURN[:1], _paris_call("call_1")))
+    request = ChatRequest(model).user("Weather?").with_tools([WEATHER])
+    body, warnings = _sent(preset, request.push(turn).tool_result("call_1", "Sunny"))
+    assert body["messages"][1][field] == "Call the tool first."
+    assert warnings == ()
+
+
 PAUSED = {
     "id": "msg_1",
     "type": "message",
@@ -1466,8 +1509,9 @@ PAUSED = {
     "usage": {"input_tokens": 5, "output_tokens": 3},
 }
 SERVER_BLOCKS_LEFT_OUT = (
-    "the server tool blocks of an Anthropic turn that goes back whole (paused, or waiting on "
-    "tool calls from code execution) were left out: only Anthropic takes them back"
+    "the server tool blocks of an Anthropic turn (a server tool's calls and results, in a "
+    "finished turn, a paused one, or one whose code execution waits on tool calls) were left "
+    "out: only Anthropic takes them back"
 )
 
 
@@ -1500,6 +1544,24 @@ def test_a_paused_anthropic_turns_server_blocks_left_out_are_said_once() -> None
     finished = turn.model_copy(update={"provider_data": {}})
     request = ChatRequest("gpt-4.1").user("Weather?").push(finished).user("Go on.")
     assert _sent("openai", request)[1] == ()
+
+
+def test_a_finished_anthropic_search_turns_server_blocks_left_out_are_said() -> None:
+    """Since a finished turn holding server tool blocks goes back whole to Anthropic too,
+    the words name it beside a paused one."""
+    finished = {**PAUSED, "content": [*PAUSED["content"], {"type": "text", "text": "Sunny."}]}
+    anthropic, _ = provider("anthropic", (200, {**finished, "stop_reason": "end_turn"}))
+    request = ChatRequest("claude-sonnet-4-5").user("Weather?")
+    turn = anthropic.chat(request).to_assistant_message()
+    body, warnings = _sent("openai", ChatRequest("gpt-4.1").user("Weather?").push(turn).user("Ok."))
+    assert body["messages"][1] == {"role": "assistant", "content": "Searching.Sunny."}
+    assert [(w.kind, w.subject, w.message) for w in warnings] == [
+        (
+            WarningKind.APPROXIMATED,
+            FieldSubject(field=RequestField.MESSAGES),
+            SERVER_BLOCKS_LEFT_OUT,
+        )
+    ]
 
 
 # OpenAI's o-series take no `parallel_tool_calls`; a strict schema that falls back goes as given.

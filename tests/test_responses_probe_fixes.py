@@ -1396,3 +1396,51 @@ def test_a_custom_tool_calls_input_done_after_its_item_is_left_to_the_item() -> 
     events = decode_stream(sse(*head, late, end), provider="p", model="m")
     assert events == decode_stream(sse(*head, end), provider="p", model="m")
     assert collect(events).tool_calls() == (ToolCall(id="call_1", name="run_sql", arguments=sql),)
+
+
+# A request with nothing to send is refused before sending, as on Chat Completions
+
+
+@pytest.mark.parametrize("how", ["chat", "achat", "stream"])
+def test_a_responses_request_with_no_messages_is_refused_before_sending(how: str) -> None:
+    target, recorder = provider("openai", answer("gpt-5", ANSWER_ITEM), api="responses")
+    request = ChatRequest("gpt-5")
+    with pytest.raises(InvalidRequestError) as caught:
+        if how == "chat":
+            target.chat(request)
+        elif how == "achat":
+            asyncio.run(target.achat(request))
+        else:
+            with target.chat_stream(request) as stream:
+                for _ in stream:
+                    pass
+    assert str(caught.value) == (
+        "OpenAI needs at least one message, and the request has none left to send"
+    )
+    assert caught.value.provider == "openai"
+    assert recorder.bodies == []
+
+
+@pytest.mark.parametrize(
+    "option",
+    [
+        {"previous_response_id": "resp_prev", "store": True},
+        {"conversation": "conv_1"},
+        {"input": "Hi."},
+    ],
+)
+def test_a_responses_request_whose_input_the_body_option_gives_is_sent(
+    option: dict[str, Any],
+) -> None:
+    target, recorder = provider("openai", answer("gpt-5", ANSWER_ITEM), api="responses")
+    target.chat(ChatRequest("gpt-5").with_option_json("openai_responses", option))
+    body = recorder.bodies[0]
+    assert {key: body[key] for key in option} == option
+    assert body["input"] == option.get("input", [])
+
+
+def test_responses_instructions_alone_are_sent() -> None:
+    target, recorder = provider("openai", answer("gpt-5", ANSWER_ITEM), api="responses")
+    target.chat(ChatRequest("gpt-5").system("Say hi."))
+    assert recorder.bodies[0]["instructions"] == "Say hi."
+    assert recorder.bodies[0]["input"] == []

@@ -343,6 +343,65 @@ def test_a_claude_model_behind_openais_preset_gets_ids_both_take() -> None:
     assert results == ["sunny", "rainy"]
 
 
+# Claude and Mistral behind a gateway's Responses API: their rules, as on Chat Completions
+
+RESPONSE = {
+    "id": "resp_1",
+    "object": "response",
+    "status": "completed",
+    "model": "m",
+    "output": [
+        {
+            "type": "message",
+            "id": "msg_1",
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": "Done.", "annotations": []}],
+        }
+    ],
+    "usage": {"input_tokens": 5, "output_tokens": 3, "total_tokens": 8},
+}
+
+
+def responses_ids(body: dict[str, Any]) -> list[tuple[str, str]]:
+    """Each `function_call` and `function_call_output` input item's `call_id`, in order."""
+    kinds = {"function_call": "call", "function_call_output": "result"}
+    return [(kinds[item["type"]], item["call_id"]) for item in body["input"] if "call_id" in item]
+
+
+def test_a_kimi_tool_call_continued_on_claude_through_openrouters_responses_api() -> None:
+    openrouter, recorder = provider("openrouter", RESPONSE, api="responses")
+    openrouter.chat(continued(kimi_turn(), "anthropic/claude-sonnet-4.5"))
+    assert recorder.bodies[0]["input"][1:] == [
+        {
+            "type": "function_call",
+            "call_id": "functions_weather_0",
+            "name": "weather",
+            "arguments": '{"city": "Paris"}',
+        },
+        {"type": "function_call_output", "call_id": "functions_weather_0", "output": "sunny"},
+    ]
+    # Another model takes the id as it is.
+    openrouter.chat(continued(kimi_turn(), "openai/gpt-5"))
+    assert responses_ids(recorder.bodies[1]) == [
+        ("call", "functions.weather:0"),
+        ("result", "functions.weather:0"),
+    ]
+
+
+def test_a_mistral_model_on_openrouters_responses_api_gets_nine_character_ids() -> None:
+    openrouter, recorder = provider("openrouter", RESPONSE, api="responses")
+    openrouter.chat(continued(repeated_stand_ins(), "mistralai/mistral-large-2411"))
+    assert responses_ids(recorder.bodies[0]) == [
+        ("call", "4bVnhQ0u9"),
+        ("result", "4bVnhQ0u9"),
+        ("call", "ItVKKg85p"),
+        ("result", "ItVKKg85p"),
+        ("call", "l09gmuiS4"),
+        ("result", "l09gmuiS4"),
+    ]
+
+
 # Finding 1 and 2: Mistral
 
 

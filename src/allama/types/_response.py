@@ -219,7 +219,10 @@ def billed_passes(iterations: Any) -> list[Mapping[str, Any]] | None:
     the attempt a server-side fallback served with; not an attempt it declined, which ran
     another model); `None` where it lists none, or one without its input and output counts
     (then the top-level counts are all there is to go by). Read alike by the adapter, which
-    sums them, and by the price, which needs those over the long-context threshold."""
+    sums them, and by the price, which needs those over the long-context threshold. A pass's
+    `type` that is not a string is one allama does not know (a pass of the message's model,
+    not a `TypeError`); a count written as a whole-number float (`20.0`, as a proxy may
+    write one) is that count, and goes in the pass returned as an integer."""
     if not isinstance(iterations, list) or not iterations:
         return None
     if not all(isinstance(entry, dict) for entry in iterations):
@@ -227,15 +230,22 @@ def billed_passes(iterations: Any) -> list[Mapping[str, Any]] | None:
     served = _served_by(iterations)
     passes: list[Mapping[str, Any]] = []
     for entry in iterations:
-        if entry.get("type") in _OTHER_MODEL_PASSES or _declined(entry, served):
+        kind = entry.get("type")
+        if (isinstance(kind, str) and kind in _OTHER_MODEL_PASSES) or _declined(entry, served):
             continue
-        if (
-            type(entry.get("input_tokens")) is not int
-            or type(entry.get("output_tokens")) is not int
-        ):
+        counts = {key: _whole_count(entry.get(key)) for key in _PASS_COUNTS}
+        if counts["input_tokens"] is None or counts["output_tokens"] is None:
             return None
-        passes.append(entry)
+        passes.append({**entry, **{k: v for k, v in counts.items() if v is not None}})
     return passes or None
+
+
+def _whole_count(value: Any) -> int | None:
+    """A pass's count: an integer, or a whole-number float that is not negative as its
+    integer; `None` for anything else (a flag, a fraction, text)."""
+    if isinstance(value, float):
+        return int(value) if value.is_integer() and value >= 0 else None
+    return value if type(value) is int else None
 
 
 def _served_by(iterations: list[Any]) -> str | None:
@@ -252,9 +262,10 @@ def _declined(entry: Mapping[str, Any], served: str | None) -> bool:
     """Whether `entry` is an attempt a server-side fallback declined: one naming a model
     other than the one that served (a compaction pass names none)."""
     model = entry.get("model")
+    kind = entry.get("type")  # (one not a string: unknown, not another model's pass)
     return (
         served is not None
-        and entry.get("type") not in _OTHER_MODEL_PASSES
+        and not (isinstance(kind, str) and kind in _OTHER_MODEL_PASSES)
         and isinstance(model, str)
         and model != served
     )

@@ -345,6 +345,11 @@ def metadata_data(citations: Any, grounding: Any, url_context: Any) -> dict[str,
 
 
 def _count(value: Any) -> int | None:
+    """A token count: an integer, or a whole-number float (`20.0`, as a proxy may write one,
+    and as Chat Completions reads it) as its integer; a flag, a fraction, a negative float
+    or anything else is none (not reported)."""
+    if isinstance(value, float):
+        return int(value) if value.is_integer() and value >= 0 else None
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 

@@ -173,6 +173,14 @@ class _Encoder:
     # Messages
 
     def messages(self) -> list[dict[str, Any]]:
+        """The conversation; a request with none is refused before sending: Ollama answers
+        `messages: []` by loading the model alone (`done_reason: "load"`), no answer, which
+        would be read as a response with no text. System instructions alone are sent."""
+        if not self.request.messages:
+            raise self.invalid(
+                f"{self.profile.display_name} needs at least one message, and the request "
+                "has none left to send"
+            )
         return [self.message(message) for message in results_in_call_order(self.request.messages)]
 
     def message(self, message: Message) -> dict[str, Any]:
@@ -618,10 +626,10 @@ def encode_request(
     """The HTTP request for `request`; warnings collect in `degradations`.
 
     Raises `UnsupportedError` (stage `BEFORE_SENDING`) for what Ollama cannot honour under
-    `UnsupportedPolicy.ERROR`; `InvalidRequestError` for a conversation it cannot take (tool
-    call arguments that are not an object, an image data URL that is not valid base64, a
-    document data URL marked base64 that is not, an image of no data), for a tool whose
-    parameters are not an object, and for tools of one name.
+    `UnsupportedPolicy.ERROR`; `InvalidRequestError` for a conversation it cannot take (no
+    message at all, tool call arguments that are not an object, an image data URL that is
+    not valid base64, a document data URL marked base64 that is not, an image of no data),
+    for a tool whose parameters are not an object, and for tools of one name.
     """
     encoder = _Encoder(request, profile, family, degradations, stream=stream)
     body = encoder.body()

@@ -108,16 +108,18 @@ def schema_name(name: str | None) -> str:
 
 
 SERVER_BLOCKS_LEFT_OUT = (
-    "the server tool blocks of an Anthropic turn that goes back whole (paused, or waiting on "
-    "tool calls from code execution) were left out: only Anthropic takes them back"
+    "the server tool blocks of an Anthropic turn (a server tool's calls and results, in a "
+    "finished turn, a paused one, or one whose code execution waits on tool calls) were left "
+    "out: only Anthropic takes them back"
 )
 """Said on `messages` by every other API's encoder that sends such a turn."""
 
 
 def server_blocks_left_out(message: AssistantMessage, degradations: Degradations) -> None:
-    """Say that an Anthropic turn that goes back whole (paused in a server tool's run, or
-    its code execution waiting on tool calls) was sent without its server tool blocks (its
-    searches' calls and results), which only Anthropic takes back."""
+    """Say that an Anthropic turn holding server tool blocks (its searches' calls and
+    results), which goes back whole to Anthropic whether it finished, paused in a server
+    tool's run, or its code execution waits on tool calls, was sent without them: only
+    Anthropic takes them back."""
     resume = message.provider_data.get("anthropic", {}).get(RESUME_KEY)
     layout = resume.get("blocks") if isinstance(resume, dict) else resume
     if isinstance(layout, list) and any(
@@ -421,6 +423,8 @@ class _Encoder:
             wire["reasoning_details"] = details
         elif field is None:
             self.reasoning_left_out(message)
+        else:
+            self.encrypted_reasoning_left_out(message)
         self.server_blocks_left_out(message)
         return wire
 
@@ -439,6 +443,21 @@ class _Encoder:
                 RequestField.REASONING,
                 f"{self.profile.display_name} takes back no reasoning through Chat Completions; "
                 "reasoning was left out of the conversation",
+            )
+
+    def encrypted_reasoning_left_out(self, message: AssistantMessage) -> None:
+        """Say that reasoning with no text (Anthropic's redacted thinking, OpenAI's encrypted
+        reasoning without a summary: another API's, meant to go back to it) was left out,
+        where the endpoint takes back reasoning as text alone (`WireProfile.reasoning_back`:
+        DeepSeek's `reasoning_content`), as Ollama's native encoder says it."""
+        if any(
+            isinstance(block, Reasoning) and block.encrypted_content and not block.text
+            for block in message.content
+        ):
+            self.degradations.approximate(
+                RequestField.REASONING,
+                f"{self.profile.display_name} takes back reasoning as text alone; encrypted "
+                "reasoning with no text was left out of the conversation",
             )
 
     def server_blocks_left_out(self, message: AssistantMessage) -> None:

@@ -15,7 +15,10 @@ on `response_format` (`text.format`) and `tools`; a family with only JSON mode g
   endpoint has the role (the profile's `developer_role`), and ends the opening run as any
   other message does; elsewhere it is read as a system message. xAI answers 400 to
   `instructions` beside a `previous_response_id` the body option gives: there they go as
-  a `system` input item, first.
+  a `system` input item, first. A request with nothing to send (no message left, no
+  instructions, and no input the body option gives: `previous_response_id`,
+  `conversation`, `prompt`, `input`) is refused before sending, as Chat Completions
+  refuses `messages: []`, rather than sent as `"input": []`.
 - `json_object` is taken only when an input message says "json" (OpenAI's rule, where the
   endpoint has Chat Completions' `json_mode_word`): `instructions` do not count. Where no
   input message does, allama's note for the mode (the schema in words, or "Answer with one
@@ -77,7 +80,10 @@ on `response_format` (`text.format`) and `tools`; a family with only JSON mode g
   went through Gemini or Ollama (allama's stand-ins `call_0`, `call_1`, ... restart in
   every response). A repeat gets its id with a suffix (`call_0_1`) and its results with
   it; an id no earlier call used goes as it is, unless it is longer than the 64 characters
-  the spec allows (or empty): then as `call_` and 24 letters and digits from its hash.
+  the spec allows (or empty): then as `call_` and 24 letters and digits from its hash. A
+  gateway's Claude model (OpenRouter's `anthropic/claude-sonnet-4.5`) gets them in
+  Anthropic's characters first, and a Mistral model 9 letters and digits, as Chat
+  Completions sends them: the gateway relays their own API's 400 for another id.
 - A call of a `custom` tool the body option's `tools` give (by its name) goes back as a
   `custom_tool_call` item, its arguments the free-text `input`, and its result as a
   `custom_tool_call_output`; every other call as a `function_call`. Forcing one by name
@@ -107,7 +113,15 @@ from typing import Any
 
 from allama._degradations import Degradations
 from allama.adapters._http import HttpRequest, option_fields, settings_as_sent
-from allama.adapters._tool_ids import IdRule, hashed_id, with_tool_ids
+from allama.adapters._tool_ids import (
+    ANTHROPIC_IDS,
+    MISTRAL_IDS,
+    IdRule,
+    claude_model,
+    hashed_id,
+    mistral_model,
+    with_tool_ids,
+)
 from allama.adapters.openai_compat._capabilities import ModelFamily
 from allama.adapters.openai_compat._encode import (
     JSON_OBJECT_NOTE,
@@ -200,6 +214,10 @@ _UNSENT: dict[str, Any] = {}
 _XAI = "xai"
 """The profile of xAI, which takes no `instructions` beside a `previous_response_id`."""
 
+_OPTION_INPUT = ("previous_response_id", "conversation", "prompt", "input")
+"""Body option fields that give the model input besides the request's messages: a request
+with none of its own and one of these is not empty."""
+
 _MERGED = ("text", "reasoning")
 """Option fields whose keys are added to allama's own object of that name."""
 
@@ -279,8 +297,18 @@ class _Encoder(_ChatEncoder):
     @functools.cached_property
     def sent_messages(self) -> Sequence[Message]:
         """The request's messages, each call's id one no other call in the request has
-        (its results' with it): the API answers 400 to a repeated `call_id`."""
-        return with_tool_ids(self.request.messages, _RESPONSES_IDS)
+        (its results' with it): the API answers 400 to a repeated `call_id`. A gateway's
+        Claude or Mistral model gets ids as its own API takes them first, as on Chat
+        Completions."""
+        messages: Sequence[Message] = self.request.messages
+        if mistral_model(self.request.model):
+            # Their template refuses other providers' ids, and repeated ones.
+            messages = with_tool_ids(messages, MISTRAL_IDS)
+        elif claude_model(self.request.model):
+            # A gateway relays Anthropic's 400 for an id outside its characters (Kimi's
+            # `functions.weather:0`), or one id for two calls.
+            messages = with_tool_ids(messages, ANTHROPIC_IDS)
+        return with_tool_ids(messages, _RESPONSES_IDS)
 
     def instruction_role(self, message: Message) -> str | None:
         if isinstance(message, SystemMessage):
@@ -765,6 +793,12 @@ class _Encoder(_ChatEncoder):
 
     # Settings
 
+    def input_given(self) -> bool:
+        """Whether the body option gives input the request's messages do not: a stored
+        conversation to go on from (`previous_response_id`, `conversation`), a stored
+        prompt (`prompt`), or its own `input`."""
+        return any(self.extra.get(key) for key in _OPTION_INPUT)
+
     def no_instructions(self) -> bool:
         """Whether the instructions go as a `system` input item rather than `instructions`:
         xAI answers 400 to `instructions` beside a `previous_response_id` ("Argument not
@@ -846,6 +880,10 @@ class _Encoder(_ChatEncoder):
         request = self.request
         self.refuse_missing()
         instructions, items = self.conversation()
+        if not items and instructions is None and not self.input_given():
+            # Nothing to answer, and a round-trip paid to hear it: refused as Chat
+            # Completions refuses `messages: []`. System instructions alone are sent.
+            raise self.no_messages()
         self.instructions, self.input_json = instructions, _input_says_json(items)
         tools = self.tools()
         reasoning, reasons = self.reasoning()
