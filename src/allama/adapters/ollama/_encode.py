@@ -77,12 +77,12 @@ from allama.adapters._http import (
     replaced_by_option,
     settings_as_sent,
 )
+from allama.adapters._left_out import encrypted_reasoning_left_out, server_blocks_left_out
 from allama.adapters._rewrites import cached_rewrite, unreported
 from allama.adapters._tool_ids import repeated_in_body, results_in_call_order
 from allama.adapters.ollama._capabilities import OllamaFamily, Thinking
 from allama.adapters.ollama._parameters import inline_refs
 from allama.adapters.ollama._profile import OllamaProfile
-from allama.adapters.openai_compat._encode import server_blocks_left_out
 from allama.errors import InvalidRequestError
 from allama.schema._errors import SchemaError
 from allama.schema._inline import no_object_parameters, object_parameters
@@ -293,23 +293,9 @@ class _Encoder:
             wire["thinking"] = "".join(thinking)
         if calls:
             wire["tool_calls"] = calls
-        self.encrypted_reasoning_left_out(message)
+        encrypted_reasoning_left_out(message, self.degradations, self.profile.display_name)
         server_blocks_left_out(message, self.degradations)
         return wire
-
-    def encrypted_reasoning_left_out(self, message: AssistantMessage) -> None:
-        """Say that reasoning with no text (Anthropic's redacted thinking, OpenAI's
-        encrypted reasoning without a summary: another API's, meant to go back to it) was
-        left out, where its text alone goes back as `thinking`."""
-        if any(
-            isinstance(block, Reasoning) and block.encrypted_content and not block.text
-            for block in message.content
-        ):
-            self.degradations.approximate(
-                RequestField.REASONING,
-                f"{self.profile.display_name} takes back reasoning as text alone; encrypted "
-                "reasoning with no text was left out of the conversation",
-            )
 
     def call(self, block: ToolCall) -> dict[str, Any]:
         arguments = call_arguments(

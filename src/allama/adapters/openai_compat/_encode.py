@@ -34,6 +34,7 @@ from allama.adapters._http import (
     replaced_by_option,
     settings_as_sent,
 )
+from allama.adapters._left_out import encrypted_reasoning_left_out, server_blocks_left_out
 from allama.adapters._rewrites import cached_rewrite, unreported
 from allama.adapters._tool_ids import (
     ANTHROPIC_IDS,
@@ -75,17 +76,15 @@ from allama.types import (
 )
 from allama.types._data_urls import UnreadablePart, data_url, inline_media_type, part_media_type
 from allama.types._openai import NO_IMAGE_TYPE, inline_image, user_part_to_openai
-from allama.types._response import REASONING_DETAILS_KEY, RESUME_KEY
+from allama.types._response import REASONING_DETAILS_KEY
 
 if TYPE_CHECKING:
     from allama.schema._dialects._openai_strict import OpenAIProfile
 
 __all__ = [
     "BODY_OPTION",
-    "SERVER_BLOCKS_LEFT_OUT",
     "encode_request",
     "schema_name",
-    "server_blocks_left_out",
 ]
 
 BODY_OPTION = "openai_compat"
@@ -105,27 +104,6 @@ def schema_name(name: str | None) -> str:
     cleaned once, not on every call."""
     cleaned = _NAME.sub("_", name or "")[:64]
     return cleaned or "response"
-
-
-SERVER_BLOCKS_LEFT_OUT = (
-    "the server tool blocks of an Anthropic turn (a server tool's calls and results, in a "
-    "finished turn, a paused one, or one whose code execution waits on tool calls) were left "
-    "out: only Anthropic takes them back"
-)
-"""Said on `messages` by every other API's encoder that sends such a turn."""
-
-
-def server_blocks_left_out(message: AssistantMessage, degradations: Degradations) -> None:
-    """Say that an Anthropic turn holding server tool blocks (its searches' calls and
-    results), which goes back whole to Anthropic whether it finished, paused in a server
-    tool's run, or its code execution waits on tool calls, was sent without them: only
-    Anthropic takes them back."""
-    resume = message.provider_data.get("anthropic", {}).get(RESUME_KEY)
-    layout = resume.get("blocks") if isinstance(resume, dict) else resume
-    if isinstance(layout, list) and any(
-        isinstance(item, dict) and isinstance(item.get("type"), str) for item in layout
-    ):
-        degradations.approximate(RequestField.MESSAGES, SERVER_BLOCKS_LEFT_OUT)
 
 
 class _Encoder:
@@ -446,19 +424,7 @@ class _Encoder:
             )
 
     def encrypted_reasoning_left_out(self, message: AssistantMessage) -> None:
-        """Say that reasoning with no text (Anthropic's redacted thinking, OpenAI's encrypted
-        reasoning without a summary: another API's, meant to go back to it) was left out,
-        where the endpoint takes back reasoning as text alone (`WireProfile.reasoning_back`:
-        DeepSeek's `reasoning_content`), as Ollama's native encoder says it."""
-        if any(
-            isinstance(block, Reasoning) and block.encrypted_content and not block.text
-            for block in message.content
-        ):
-            self.degradations.approximate(
-                RequestField.REASONING,
-                f"{self.profile.display_name} takes back reasoning as text alone; encrypted "
-                "reasoning with no text was left out of the conversation",
-            )
+        encrypted_reasoning_left_out(message, self.degradations, self.profile.display_name)
 
     def server_blocks_left_out(self, message: AssistantMessage) -> None:
         server_blocks_left_out(message, self.degradations)
