@@ -512,7 +512,8 @@ def test_output_config_from_the_option_is_added_to_the_response_format() -> None
     assert body["tool_choice"] == {"type": "none"}
 
 
-def test_an_unverified_host_reports_its_schemas_approximate() -> None:
+def test_an_unverified_host_reports_its_response_format_not_enforced() -> None:
+    """Sent as asked, and not known to be applied (DeepSeek drops `output_config.format`)."""
     exact = {
         "type": "object",
         "properties": {"a": {"type": "string"}},
@@ -524,8 +525,16 @@ def test_an_unverified_host_reports_its_schemas_approximate() -> None:
     )
     _, _, body, warnings = encode(request, name="anthropic-compatible")
     assert body["output_config"]["format"]["schema"] == exact
-    assert fields(warnings) == [("response_format", "approximated")]
+    assert fields(warnings) == [
+        ("response_format", "approximated"),
+        ("response_format", "unsupported"),
+    ]
     assert "does not say whether it enforces it as Anthropic does" in warnings[0].message
+    assert warnings[1].message == (
+        "the Anthropic-compatible endpoint does not say that it applies "
+        "`output_config.format`; the response format `response` was sent, and the output is "
+        "not known to follow it"
+    )
 
 
 def test_the_key_never_shows() -> None:

@@ -1388,10 +1388,11 @@ def test_a_schema_too_complex_naming_its_path_keeps_that_field() -> None:
 
 @pytest.mark.parametrize("words", [TOO_COMPLEX, GRAMMAR_TOO_LARGE])
 def test_a_guessed_native_extraction_falls_back_after_a_grammar_too_large(words: str) -> None:
-    """On `anthropic-compatible` native output is a guess: a 400 on the grammar of the
-    response format alone (whatever its advice on tools) is asked again with a forced tool."""
+    """For a model no row knows (a gateway's own name for it) native output is a guess: a
+    400 on the grammar of the response format alone (whatever its advice on tools) is asked
+    again with a forced tool."""
     target, server = provider(
-        "anthropic-compatible",
+        "anthropic",
         (400, _refused(words)),
         (200, {**EXTRACTED, "model": "some-model"}),
         base_url="http://127.0.0.1:9/",

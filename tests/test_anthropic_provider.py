@@ -1761,10 +1761,10 @@ def test_a_map_falls_back_to_the_forced_tool_before_sending(server: _Server) -> 
 
 
 def test_a_schema_the_host_rejects_falls_back_after_its_400(server: _Server) -> None:
-    """A host that does not say what it enforces: native output is a guess, the host's 400
-    on the schema costs nothing, and the forced tool is asked next."""
+    """A model no row knows (a gateway's own name for it): native output is a guess, the
+    host's 400 on the schema costs nothing, and the forced tool is asked next."""
     route = "extract-rejected"
-    target = _provider(server, route, name="anthropic-compatible")
+    target = _provider(server, route)
     extracted = allama.extract(target, City, ChatRequest("house-model").user("London"))
     assert extracted.value == City.model_validate(LONDON)
     metadata = extracted.metadata

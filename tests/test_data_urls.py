@@ -152,25 +152,62 @@ def test_openai_reads_a_text_document_in_the_charset_its_media_type_names(
     assert sent(preset, document) == (as_text(preset, text), [])
 
 
+INVOICE = "Invoice total: 42 €"
+CJK = "合計金額は四十二ユーロ"
+
+
 @pytest.mark.parametrize("preset", DOCUMENTS)
 @pytest.mark.parametrize(
-    ("charset", "data"),
+    ("charset", "data", "text"),
     [
-        # IANA's UTF-16 and UTF-32 with no byte-order mark are big-endian (RFC 2781 4.3),
-        # on every machine: Python's codecs read them in the host's order.
-        ("utf-16", "hi".encode("utf-16-be")),
-        ("UTF-32", "hi".encode("utf-32-be")),
+        # With no byte-order mark, the order is where the zero bytes of Latin text fall:
+        # little-endian as Windows and .NET write it, big-endian too, alike on every machine.
+        pytest.param("utf-16", INVOICE.encode("utf-16-le"), INVOICE, id="utf16-le"),
+        pytest.param("utf-16", INVOICE.encode("utf-16-be"), INVOICE, id="utf16-be"),
+        pytest.param("UTF-32", INVOICE.encode("utf-32-le"), INVOICE, id="utf32-le"),
+        pytest.param("UTF-32", INVOICE.encode("utf-32-be"), INVOICE, id="utf32-be"),
+        # (every UTF-32 unit has its zero byte, whatever the script)
+        pytest.param("utf-32", CJK.encode("utf-32-be"), CJK, id="utf32-be-cjk"),
+        # No zero byte tells the order of CJK text in UTF-16: little-endian, as WHATWG reads it.
+        pytest.param("utf-16", CJK.encode("utf-16-le"), CJK, id="utf16-cjk"),
         # A mark decides the order, and is no part of the text.
-        ("utf-16", codecs.BOM_UTF16_LE + "hi".encode("utf-16-le")),
-        ("utf-16", codecs.BOM_UTF16_BE + "hi".encode("utf-16-be")),
-        ("utf-32", codecs.BOM_UTF32_LE + "hi".encode("utf-32-le")),
+        pytest.param(
+            "utf-16", codecs.BOM_UTF16_LE + INVOICE.encode("utf-16-le"), INVOICE, id="le-mark"
+        ),
+        pytest.param("utf-16", codecs.BOM_UTF16_BE + CJK.encode("utf-16-be"), CJK, id="be-mark"),
+        pytest.param(
+            "utf-32", codecs.BOM_UTF32_LE + INVOICE.encode("utf-32-le"), INVOICE, id="utf32-le-mark"
+        ),
+        pytest.param(
+            "utf-32", codecs.BOM_UTF32_BE + INVOICE.encode("utf-32-be"), INVOICE, id="utf32-be-mark"
+        ),
     ],
 )
-def test_a_utf16_or_utf32_document_without_a_mark_is_read_big_endian(
-    preset: str, charset: str, data: bytes
+def test_a_utf16_or_utf32_documents_order_is_its_mark_or_where_its_zero_bytes_fall(
+    preset: str, charset: str, data: bytes, text: str
 ) -> None:
     document = DocumentPart(url=f"data:text/plain;charset={charset};base64,{_b64(data)}")
-    assert sent(preset, document) == (as_text(preset, "hi"), [])
+    assert sent(preset, document) == (as_text(preset, text), [])
+
+
+@pytest.mark.parametrize("preset", DOCUMENTS)
+@pytest.mark.parametrize(
+    ("charset", "mark", "codec"),
+    [
+        ("utf-16le", codecs.BOM_UTF16_LE, "utf-16-le"),
+        ("UTF-16BE", codecs.BOM_UTF16_BE, "utf-16-be"),
+        ("utf-32le", codecs.BOM_UTF32_LE, "utf-32-le"),
+        ("utf-32be", codecs.BOM_UTF32_BE, "utf-32-be"),
+    ],
+    ids=["utf-16le", "utf-16be", "utf-32le", "utf-32be"],
+)
+def test_a_documents_own_byte_order_mark_is_no_part_of_its_text_in_a_stated_order(
+    preset: str, charset: str, mark: bytes, codec: str
+) -> None:
+    # As WHATWG leaves it out, and as a UTF-8 document's is: only the leading one.
+    data = mark + "h\ufeffé".encode(codec)
+    document = DocumentPart(data=data, media_type=f"text/plain; charset={charset}")
+    assert sent(preset, document) == (as_text(preset, "h\ufeffé"), [])
 
 
 @pytest.mark.parametrize("preset", ["anthropic", "ollama", "openai", "openai-responses"])
@@ -188,7 +225,11 @@ def test_a_utf8_documents_leading_byte_order_mark_is_no_part_of_its_text(
 
 def test_the_reading_of_a_document_is_the_same_on_every_machine() -> None:
     assert decode_text("hi".encode("utf-16-be"), "utf-16") == "hi"
-    assert decode_text("hi".encode("utf-32-be"), "u32") == "hi"  # Python's alias of UTF-32
+    assert decode_text("hi".encode("utf-16-le"), "utf-16") == "hi"
+    assert decode_text("hi".encode("utf-32-le"), "u32") == "hi"  # Python's alias of UTF-32
+    assert decode_text(CJK.encode("utf-16-le"), "utf-16") == CJK
+    # A zero byte beside a surrogate's tells nothing: U+1F600's low half is DE00.
+    assert decode_text("a😀".encode("utf-16-be"), "utf-16") == "a😀"
     assert decode_text(codecs.BOM_UTF8 + b"hi", None) == "hi"
     assert decode_text(codecs.BOM_UTF8 + b"\xffhi", None, errors="replace") == "\ufffdhi"
 

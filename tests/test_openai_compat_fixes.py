@@ -521,6 +521,90 @@ def test_an_unnamed_refusal_names_tools_sent_under_tool_choice_none_as_other_par
     )
 
 
+_OPTION_TOOL = {"type": "function", "function": {"name": "g", "parameters": _OBJECT}}
+_OPTION_SCHEMA = {"type": "json_schema", "json_schema": {"name": "p", "schema": _OBJECT}}
+
+
+@pytest.mark.parametrize(
+    ("option", "field", "went", "named"),
+    [
+        pytest.param(
+            {"response_format": {"type": "json_object"}},
+            RequestField.RESPONSE_FORMAT,
+            "JSON mode",
+            "JSON mode's `response_format`",
+            id="json-mode",
+        ),
+        pytest.param(
+            {"response_format": _OPTION_SCHEMA},
+            RequestField.RESPONSE_FORMAT,
+            "the schema",
+            "the schema's `response_format`",
+            id="schema",
+        ),
+        pytest.param(
+            {"tools": [_OPTION_TOOL], "tool_choice": "required"},
+            RequestField.TOOLS,
+            "the tools",
+            "`tools`",
+            id="tools",
+        ),
+    ],
+)
+def test_an_unnamed_refusal_is_put_on_what_require_parameters_went_with_in_the_body_option(
+    option: dict[str, Any], field: RequestField, went: str, named: str
+) -> None:
+    # The routing goes with the body as sent, the body option's fields in it: the refusal
+    # is of the field they went in, named as what it went with, not as another parameter.
+    request = _ASKED.with_option_json("openai_compat", option)
+    alone = _chat_refused(request)
+    assert (alone.field, str(alone)) == (field, _UNNAMED)
+    seeded = _chat_refused(request.with_seed(42))
+    assert (seeded.field, str(seeded)) == (
+        field,
+        f"{_UNNAMED} (under the `require_parameters` sent with {went}, no endpoint takes all "
+        f"of the parameters sent: {named}, and besides it `seed`; any of them may be the one "
+        "none takes)",
+    )
+
+
+def test_an_unnamed_refusal_reads_what_the_body_option_sent_in_place_of_the_requests() -> None:
+    both = _ASKED.with_response_format(allama.ResponseFormat.json_object()).with_tools(
+        [_LOOSE_TOOL]
+    )
+    # Its `text` format in place of JSON mode: the routing went with the tools alone.
+    error = _chat_refused(
+        both.with_option_json("openai_compat", {"response_format": {"type": "text"}})
+    )
+    assert (error.field, str(error)) == (
+        RequestField.TOOLS,
+        f"{_UNNAMED} (under the `require_parameters` sent with the tools, no endpoint takes "
+        "all of the parameters sent: `tools`, and besides it `response_format`; any of them "
+        "may be the one none takes)",
+    )
+    # Its `tool_choice: none`: with JSON mode alone, the tools sent all the same.
+    error = _chat_refused(both.with_option_json("openai_compat", {"tool_choice": "none"}))
+    assert (error.field, str(error)) == (
+        RequestField.RESPONSE_FORMAT,
+        f"{_UNNAMED} (under the `require_parameters` sent with JSON mode, no endpoint takes "
+        "all of the parameters sent: JSON mode's `response_format`, and besides it `tools`, "
+        "`tool_choice`; any of them may be the one none takes)",
+    )
+
+
+def test_an_unnamed_refusal_of_the_responses_api_reads_its_own_body_option() -> None:
+    # There the format goes in `text`, the option is `openai_responses`'s: another
+    # dialect's option is not sent, and names nothing.
+    target, recorder = provider("openrouter", (404, NO_ENDPOINT), api="responses")
+    request = _ASKED.with_option_json(
+        "openai_responses", {"text": {"format": {"type": "json_object"}}}
+    ).with_option_json("openai_compat", {"tools": [_OPTION_TOOL]})
+    with pytest.raises(UnsupportedError) as raised:
+        target.chat(request)
+    assert recorder.bodies[0]["provider"] == {"require_parameters": True}
+    assert (raised.value.field, str(raised.value)) == (RequestField.RESPONSE_FORMAT, _UNNAMED)
+
+
 def test_tool_calls_in_the_probe_shape_keep_their_ids() -> None:
     # (a guard: the reasoning sent back does not disturb the tool calls beside it)
     response = decode_body(

@@ -583,6 +583,7 @@ def test_stops_all_left_out_cut_nothing_on_an_anthropic_compatible_host() -> Non
         base_url="http://127.0.0.1:9",
     )
     request = ChatRequest("qwen3").user("x").with_stop(" ", "\n")
+    request = request.with_option(ExtractionMode.NATIVE)
 
     got = Extractor(retries=1).extract(compatible, Item, request)
 
@@ -601,7 +602,7 @@ def test_an_anthropic_compatible_host_naming_no_sequence_is_cut_by_the_stop(
         _claude('{"name": "bolt", "qty": 3}', "end_turn", None),
         base_url="http://127.0.0.1:9",
     )
-    request = ChatRequest("qwen3").user("x").with_stop("}")
+    request = ChatRequest("qwen3").user("x").with_stop("}").with_option(ExtractionMode.NATIVE)
 
     with pytest.raises(TruncatedError) as caught:
         Extractor(retries=2).extract(compatible, Item, request)

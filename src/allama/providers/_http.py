@@ -166,6 +166,14 @@ def _bare_host(url: str, host_suffix: str) -> bool:
     return parsed.host.endswith(host_suffix) and parsed.path in ("", "/")
 
 
+def _host_of(url: str) -> str | None:
+    """The host of `url`, in lower case (no port, user or path); `None` where it has none."""
+    try:
+        return httpx2.URL(url).host or None
+    except httpx2.InvalidURL:
+        return None
+
+
 def _lower_origin(url: str) -> str:
     """`url` with its scheme and host in lower case, as they are read (`https://Ollama.com`
     is Ollama's cloud); the path keeps its case, which the server may read."""
@@ -611,6 +619,12 @@ class HttpProvider:
         for suffix, instead in preset.refused_suffixes:
             if _without_suffix(url, suffix) is not None:  # (`/Models` is `/models`)
                 raise ValueError(instead)
+        if preset.refused_hosts:
+            host = _host_of(url)
+            for refused, instead in preset.refused_hosts:
+                if host == refused:
+                    source = f" (from {preset.base_url_env})" if from_env else ""
+                    raise ValueError(f"the base URL{source} is on {refused}, {instead}")
         for suffix in preset.cut_suffixes:
             url = _without_suffix(url, suffix) or url
         _refuse_operation(preset, url, f"from {preset.base_url_env}" if from_env else None)
@@ -992,7 +1006,7 @@ class HttpProvider:
         except Error as error:
             found = self._not_found_at(error, url)
             self._scrub(found.with_model(request.model).with_provider(self.name))
-            self._version_advice(_in_its_terms(error, request))
+            self._version_advice(_in_its_terms(error, request, self._preset.dialect))
             raise
         wait = _exhausted_wait(self._preset.dialect, response.headers)
         if wait is not None:
@@ -1011,7 +1025,7 @@ class HttpProvider:
         body = body.removeprefix(_BOM)
         error = self._adapter.error(status, headers, body, provider=self.name, model=request.model)
         error = self._scrub(self._not_found_at(error, url))
-        return self._version_advice(_in_its_terms(error, request))
+        return self._version_advice(_in_its_terms(error, request, self._preset.dialect))
 
     def _not_found_at(self, error: Error, url: str | None) -> Error:
         """A 404 that says nothing but "Not Found" (`names_nothing_found`: the server serves
@@ -1726,44 +1740,52 @@ def _check_answered(status: int, headers: Mapping[str, str]) -> None:
     ).mark_authored()
 
 
-def _in_its_terms(error: Error, request: ChatRequest) -> Error:
-    """`error` read with what only the request it answers says (`_refused_field`,
-    `_past_quota`)."""
-    return _past_quota(_refused_field(error, request), request)
+def _in_its_terms(error: Error, request: ChatRequest, dialect: str) -> Error:
+    """`error` read with what only the request it answers, sent in `dialect`, says
+    (`_refused_field`, `_past_quota`)."""
+    return _past_quota(_refused_field(error, request, dialect), request)
 
 
-def _refused_field(error: Error, request: ChatRequest) -> Error:
+def _refused_field(error: Error, request: ChatRequest, dialect: str) -> Error:
     """A provider's refusal that names no field, put on the field that carries what the
     request's answer hangs on, so that an extraction whose native output was a guess falls
     back to a forced tool: "the requested parameters" (OpenRouter's 404 when, under the
     `require_parameters` sent with a response format, a schema or JSON mode, and with tools
     but under `tool_choice: none`, no endpoint serves them all), put on the one of those
-    the request carried (on none where it carried both: either may be the one), whose
-    message then says what it went with and names the other optional parameters sent,
-    since any of them may be the one refused; or a limit on all its schemas together
-    (`SCHEMAS_TOGETHER_KEY`), whose words may speak of tools the request did not send."""
+    the body carried, the request's own or its body option's in `dialect` (`_routing`; on
+    none where it carried both: either may be the one), whose message then says what it
+    went with and names the other optional parameters sent, since any of them may be the
+    one refused; or a limit on all its schemas together (`SCHEMAS_TOGETHER_KEY`), whose
+    words may speak of tools the request did not send."""
     if not isinstance(error, UnsupportedError) or error.field is not None:
         return error
     together = error.context.metadata.get(SCHEMAS_TOGETHER_KEY)
     if together in ("strict", "all"):
         error.field = _carrying_schemas(request, strict_only=together == "strict")
     elif error.context.metadata.get(UNNAMED_PARAMETERS_KEY) is True:
-        # What the routing went with, as the encoders read the body (`_routed_parameters`):
-        # (its field, what it is, the field as the message names it).
+        namespace, format_key = _ROUTED_OPTIONS.get(dialect, _ROUTED_OPTIONS["openai_compat"])
+        given = request.options.get(namespace)
+        option: Mapping[str, Any] = given if isinstance(given, dict) else {}
+        routing = _routing(request, option, format_key)
+        # What the routing went with: (its field, what it is, the field as the message
+        # names it), and the body option's fields among them, named so and not as others.
         routed: list[tuple[RequestField, str, str]] = []
-        fmt = request.response_format
-        if fmt is not None and fmt.type in ("json_schema", "json"):
-            what = "the schema" if fmt.type == "json_schema" else "JSON mode"
-            named = f"{what}'s `{RequestField.RESPONSE_FORMAT}`"
+        carried: set[str] = set()
+        if routing.format is not None:
+            what = routing.format
+            named = f"`{RequestField.RESPONSE_FORMAT}`"
+            if what != _ANY_FORMAT:
+                named = f"{what}'s {named}"
             routed.append((RequestField.RESPONSE_FORMAT, what, named))
-        choice = request.tool_choice
-        with_tools = bool(request.tools) and (choice is None or choice.mode != "none")
-        if with_tools:
+            if routing.format_option:
+                carried.add(format_key)
+        if routing.tools:
             routed.append((RequestField.TOOLS, "the tools", f"`{RequestField.TOOLS}`"))
+            carried.update((str(RequestField.TOOLS), str(RequestField.TOOL_CHOICE)))
         if len(routed) == 1:
             error.field = routed[0][0]
-        others = _optional_parameters(request, forced=with_tools)
-        if request.tools and not with_tools:
+        others = _optional_parameters(request, option, carried)
+        if routing.tools_sent and not routing.tools and str(RequestField.TOOLS) not in others:
             # Sent under `tool_choice: none`: no answer hangs on them, yet the routing
             # requires them of an endpoint as well.
             others.insert(0, str(RequestField.TOOLS))
@@ -1787,6 +1809,74 @@ def _refused_field(error: Error, request: ChatRequest) -> Error:
     return error
 
 
+_ROUTED_OPTIONS = {
+    "openai_compat": ("openai_compat", "response_format"),
+    "openai_responses": ("openai_responses", "text"),
+}
+"""The body option of each dialect a router's refusal of "the requested parameters" comes
+in, and its field that carries the response format (the Responses API's `text`, by its
+`format`)."""
+
+_ROUTED_FORMATS = {"json_schema": "the schema", "json_object": "JSON mode"}
+"""How a routing refusal names the response format it went with, by its type as sent."""
+
+_ANY_FORMAT = "the response format"
+"""How it names one of another type."""
+
+_SENT_FORMATS = {"json_schema": "json_schema", "json": "json_object"}
+"""The type each of allama's response formats the routing goes with is sent as."""
+
+
+class _Routing(NamedTuple):
+    """What a router's `require_parameters` went with (`_routing`)."""
+
+    format: str | None
+    """The response format, as a refusal names it; `None` where none went (or `text`)."""
+    format_option: bool
+    """Whether that was the body option's, sent in place of the request's."""
+    tools: bool
+    """Whether tools went: some were sent, and not under `tool_choice: none`."""
+    tools_sent: bool
+    """Whether any were sent."""
+
+
+def _routing(request: ChatRequest, option: Mapping[str, Any], format_key: str) -> _Routing:
+    """What the routing of `request` went with, as its encoder reads the body it sent
+    (`_routed_parameters`, the body option's fields in it): the request's response format
+    (a schema, or JSON mode) and tools, with the body `option`'s fields written over them
+    as the encoder writes them (`option_fields`): its `format_key` in place of the
+    request's format (within the `text` allama sends, for the Responses API), its tools
+    after the request's, its `tool_choice` in place of the request's."""
+    fmt = request.response_format
+    kind = None if fmt is None else _SENT_FORMATS.get(fmt.type)
+    sent: Any = None if kind is None else {"type": kind}
+    from_option = False
+    if format_key in option:
+        theirs = option[format_key]
+        if format_key == "text" and isinstance(theirs, dict):
+            from_option = "format" in theirs  # (its other keys are added to allama's)
+            sent = theirs.get("format", sent)
+        else:
+            from_option, sent = True, theirs
+    tools: Any = list(request.tools)
+    if "tools" in option:
+        theirs = option["tools"]
+        if isinstance(theirs, list):
+            tools = [*tools, *theirs]
+        elif not tools:  # (beside allama's, one that is no list is refused, not sent)
+            tools = theirs
+    if "tool_choice" in option:
+        none = option["tool_choice"] == "none"
+    else:
+        none = request.tool_choice is not None and request.tool_choice.mode == "none"
+    named = None
+    if sent is not None:
+        kind = sent.get("type") if isinstance(sent, dict) else None
+        if kind != "text":
+            named = _ROUTED_FORMATS.get(kind, _ANY_FORMAT) if isinstance(kind, str) else _ANY_FORMAT
+    return _Routing(named, from_option and named is not None, bool(tools) and not none, bool(tools))
+
+
 def _carrying_schemas(request: ChatRequest, *, strict_only: bool) -> RequestField | None:
     """The one field that carries the schemas `request` has constrained: the response
     format's, or its tools' (`strict_only`: those sent `strict`, or, when none is, the
@@ -1801,10 +1891,12 @@ def _carrying_schemas(request: ChatRequest, *, strict_only: bool) -> RequestFiel
     return None
 
 
-def _optional_parameters(request: ChatRequest, *, forced: bool) -> list[str]:
-    """The optional parameters a request sets besides its schema (by allama's names, and
-    the names of what it adds to the body itself), which a router's `require_parameters`
-    requires of an endpoint as well; `forced`: its `tool_choice` carries the schema."""
+def _optional_parameters(
+    request: ChatRequest, option: Mapping[str, Any], carried: set[str]
+) -> list[str]:
+    """The optional parameters a request sets besides what a router's `require_parameters`
+    went with (`carried`, by their names in the body), which it requires of an endpoint as
+    well: by allama's names, and the names of what its body `option` adds to the body."""
     named = [
         (RequestField.TEMPERATURE, request.temperature is not None),
         (RequestField.TOP_P, request.top_p is not None),
@@ -1814,13 +1906,11 @@ def _optional_parameters(request: ChatRequest, *, forced: bool) -> list[str]:
         (RequestField.REASONING_EFFORT, request.reasoning_effort is not None),
         (RequestField.LOGPROBS, request.logprobs is not None),
         (RequestField.PARALLEL_TOOL_CALLS, request.parallel_tool_calls is not None),
-        (RequestField.TOOL_CHOICE, request.tool_choice is not None and not forced),
+        (RequestField.TOOL_CHOICE, request.tool_choice is not None),
     ]
     found = [str(field) for field, sent in named if sent]
-    extra = request.options.get("openai_compat")
-    if isinstance(extra, dict):
-        found.extend(str(key) for key in extra if key != "provider")
-    return found
+    found.extend(str(key) for key in option if key != "provider")
+    return [name for name in dict.fromkeys(found) if name not in carried]
 
 
 def _past_quota(error: Error, request: ChatRequest) -> Error:
@@ -1894,7 +1984,7 @@ def _named_for_encoding(request: ChatRequest, name: str, issuer: str) -> ChatReq
 
     def named(block: object) -> object:
         if isinstance(block, vocabulary.Reasoning) and block.issuer in renamed:
-            return block.model_copy(update={"issuer": renamed[block.issuer]})
+            return block._replaced({"issuer": renamed[block.issuer]})
         return block
 
     def concerned(message: object) -> bool:
@@ -1906,12 +1996,12 @@ def _named_for_encoding(request: ChatRequest, name: str, issuer: str) -> ChatReq
     if not any(concerned(message) for message in request.messages):
         return request
     messages = tuple(
-        message.model_copy(update={"content": tuple(named(block) for block in message.content)})
+        message._replaced({"content": tuple(named(block) for block in message.content)})
         if concerned(message)
         else message
         for message in request.messages
     )
-    return request.model_copy(update={"messages": messages})
+    return request._replaced({"messages": messages})
 
 
 _EXHAUSTED_READERS = {
@@ -1964,10 +2054,10 @@ def _issued_response(response: ChatResponse, provider: str) -> ChatResponse:
     if not any(_unmarked(block) for block in response.content):
         return response
     content = tuple(
-        block.model_copy(update={"issuer": provider}) if _unmarked(block) else block
+        block._replaced({"issuer": provider}) if _unmarked(block) else block
         for block in response.content
     )
-    return response.model_copy(update={"content": content})
+    return response._replaced({"content": content})
 
 
 def _unmarked(block: object) -> bool:
@@ -2032,7 +2122,7 @@ def _issued(event: StreamEvent, provider: str) -> StreamEvent:
         and event.issuer is None
         and (event.signature or event.encrypted_content)
     ):
-        return event.model_copy(update={"issuer": provider})
+        return event._replaced({"issuer": provider})
     return event
 
 

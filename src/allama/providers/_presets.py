@@ -116,6 +116,10 @@ class Preset:
     """...whose API lives under this path."""
     refused_suffixes: tuple[tuple[str, str], ...] = ()
     """Base URLs ending with these belong to another preset: (suffix, what to do instead)."""
+    refused_hosts: tuple[tuple[str, str], ...] = ()
+    """Base URLs on these hosts (the host alone, in any case, whatever the path) belong to
+    another preset: (host, whose it is and what to do instead), which the error says after
+    `the base URL is on <host>, `."""
     refused_paths: tuple[tuple[str, str], ...] = ()
     """Base URLs whose path (with a `/` after it) matches one of these regular expressions
     name more than the resource (Azure's `/openai/deployments/<name>`, the portal's target
@@ -609,6 +613,25 @@ _PRESETS: tuple[Preset, ...] = (
 _ANTHROPIC_VERSION = {"anthropic-version": "2023-06-01"}
 """The API version every Messages request names (later versions refuse `temperature`)."""
 
+_OWN_MODEL_HOSTS = (
+    # Hosts that serve their own models in the Messages dialect, each documented as the
+    # `ANTHROPIC_BASE_URL` to export for Claude Code: DeepSeek's
+    # https://api.deepseek.com/anthropic, Moonshot's https://api.moonshot.ai/anthropic
+    # (https://api.moonshot.cn/anthropic in China), Z.ai's https://api.z.ai/api/anthropic
+    # (Zhipu's https://open.bigmodel.cn/api/anthropic), MiniMax's
+    # https://api.minimax.io/anthropic (https://api.minimaxi.com/anthropic). Their models
+    # are not Claude, and they do not apply all Anthropic enforces (DeepSeek: "output_config:
+    # Only effort is supported"), so `anthropic`'s verified profile, Claude's capability table
+    # and Anthropic's prices would all be wrong there.
+    ("api.deepseek.com", "DeepSeek"),
+    ("api.moonshot.ai", "Moonshot"),
+    ("api.moonshot.cn", "Moonshot"),
+    ("api.z.ai", "Z.ai"),
+    ("open.bigmodel.cn", "Zhipu"),
+    ("api.minimax.io", "MiniMax"),
+    ("api.minimaxi.com", "MiniMax"),
+)
+
 # The Messages dialect. Hosts are configured as the vendor SDK does, without `/v1`.
 _ANTHROPIC_PRESETS: tuple[Preset, ...] = (
     Preset(
@@ -623,6 +646,14 @@ _ANTHROPIC_PRESETS: tuple[Preset, ...] = (
         dialect="anthropic",
         batch_jobs="anthropic",
         path_prefix="/v1",
+        refused_hosts=tuple(
+            (
+                host,
+                f"{vendor}'s host, which serves {vendor}'s own models in Anthropic's dialect, "
+                "not Claude: use allama.provider('anthropic-compatible', base_url=...)",
+            )
+            for host, vendor in _OWN_MODEL_HOSTS
+        ),
     ),
     Preset(
         # Claude deployed in Microsoft Foundry: https://<resource>.services.ai.azure.com

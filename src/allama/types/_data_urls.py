@@ -160,35 +160,84 @@ _MARKS = {
     "utf-16": (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE),
     "utf-32": (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE),
 }
-"""The byte-order marks of the charsets whose order a mark decides (IANA's `UTF-16` and
-`UTF-32`): Python's codecs read them without one in the host's own order, which differs
-between machines."""
+"""The byte-order marks (little-endian's, big-endian's) of the charsets of no stated order
+(IANA's `UTF-16` and `UTF-32`), which Python's codecs read, without a mark, in the host's
+own order, which differs between machines."""
+
+_OWN_MARKS = {
+    "utf-16-le": codecs.BOM_UTF16_LE,
+    "utf-16-be": codecs.BOM_UTF16_BE,
+    "utf-32-le": codecs.BOM_UTF32_LE,
+    "utf-32-be": codecs.BOM_UTF32_BE,
+}
+"""The byte-order mark of each charset of a stated order, which Python's codecs read as
+text (U+FEFF)."""
+
+_SNIFFED = 1 << 14
+"""How many leading bytes of a UTF-16 or UTF-32 text without a mark its order is read from
+(`_sniffed_order`): thousands of characters, where a line tells."""
 
 
-def _marked_codec(codec: str, data: bytes) -> str:
-    """The codec that reads `data` in `codec` alike on every machine: a `UTF-16` or `UTF-32`
-    text with no byte-order mark as big-endian (RFC 2781 section 4.3; the Unicode Standard,
-    section 3.10, for both), where Python reads it in the host's order; a UTF-8 text without
-    its leading mark, which is no text of the document's (U+FEFF at its start otherwise). A
-    mark that is there decides the order, and is left out of the text, as Python leaves it."""
+def _marked_codec(codec: str, data: bytes) -> tuple[str, bytes]:
+    """The codec that reads `data` in `codec` alike on every machine, and the bytes it
+    reads. A leading byte-order mark is no text of the document's (U+FEFF at its start
+    otherwise): left out of UTF-8, and of UTF-16 and UTF-32 of a stated order (`utf-16le`)
+    where it is their own, as the WHATWG Encoding Standard leaves it out; in `UTF-16` and
+    `UTF-32` it decides the order. Without one, their order is read from the text
+    (`_sniffed_order`), where Python's codecs read it in the host's order."""
     if codec == "utf-8":
-        return "utf-8-sig"
+        return "utf-8-sig", data
+    own = _OWN_MARKS.get(codec)
+    if own is not None:
+        return codec, data.removeprefix(own)
     marks = _MARKS.get(codec)
-    if marks is not None and not data.startswith(marks):
-        return f"{codec}-be"
-    return codec
+    if marks is None:
+        return codec, data
+    for mark, order in zip(marks, ("le", "be"), strict=True):
+        if data.startswith(mark):
+            return f"{codec}-{order}", data[len(mark) :]
+    return f"{codec}-{_sniffed_order(codec, data)}", data
+
+
+def _sniffed_order(codec: str, data: bytes) -> str:
+    """The byte order (`le`, `be`) of UTF-16 or UTF-32 text without a byte-order mark, by
+    where its zero bytes fall: the one in which more of its units read as Latin text, or in
+    UTF-32 as any character (`_reads_as_text`). Little-endian where nothing tells (CJK text
+    in UTF-16), as the WHATWG Encoding Standard reads the label `utf-16`, and as such text
+    is written in the wild (Windows' and .NET's "Unicode"), not RFC 2781's big-endian."""
+    size = 2 if codec == "utf-16" else 4
+    sample = data[:_SNIFFED]
+    big = little = 0
+    for start in range(0, len(sample) - size + 1, size):
+        unit = sample[start : start + size]
+        big += _reads_as_text(int.from_bytes(unit, "big"), size)
+        little += _reads_as_text(int.from_bytes(unit, "little"), size)
+    return "be" if big > little else "le"
+
+
+def _reads_as_text(value: int, size: int) -> bool:
+    """Whether a unit of `size` bytes read in one order as `value` tells that order. UTF-16:
+    a character below U+0100 (Latin letters, digits, markup: its high byte zero, where it
+    falls in that order), but U+00D8 to U+00DF, whose byte begins a surrogate (the low half
+    of U+1F600, DE00, is U+00DE read the other way). UTF-32: a character at all (its
+    highest byte zero and its next at most 0x10), which few are read the other way."""
+    if size == 2:
+        return value < 0x100 and not 0xD8 <= value <= 0xDF
+    return value <= 0x10FFFF
 
 
 def decode_text(data: bytes, charset: str | None, errors: str = "strict") -> str:
     """A text document's bytes as text in its `charset` (UTF-8 where it names none): one
     reading for every encoder, and for `tpm`'s estimate (with `errors="replace"`), alike on
-    every machine (`_marked_codec`: a byte-order mark is no part of the text).
+    every machine (`_marked_codec`: a byte-order mark is no part of the text, and UTF-16's
+    and UTF-32's order without one is read from the text).
     `LookupError` for a charset allama cannot read (`text_codec`; a codec of no text, as
     `base64`, or one that raises a bare `UnicodeError`, too), `UnicodeDecodeError` for bytes
     that are no text in it."""
     codec = text_codec(charset)
+    read, text = _marked_codec(codec, data)
     try:
-        return data.decode(_marked_codec(codec, data), errors)
+        return text.decode(read, errors)
     except UnicodeDecodeError:
         raise
     except UnicodeError as error:  # (a codec's own refusal, not the bytes')

@@ -70,12 +70,26 @@ class ClaudeFamily:
     answer 400: "`temperature` and `top_p` cannot both be specified for this model")."""
     prefill: bool = True
     """A last assistant message is continued (newer families answer 400)."""
+    host_models: bool = False
+    """A host's own models, served in the dialect (`anthropic-compatible`: DeepSeek, Moonshot,
+    Z.ai, MiniMax): images, thinking, parallel tool calls and streaming are the host's to
+    give, and nobody says it gives them (DeepSeek and MiniMax take no images), so they answer
+    unknown. `output_config.format` is not known to be applied (DeepSeek's "output_config:
+    Only effort is supported": the format is dropped and the answer is prose), so its
+    structured output is unknown, while `tools` with a forced `tool_choice` are the
+    dialect's part these hosts document ("input_schema: Fully Supported", "tool: Supported"):
+    auto extraction forces the tool, which at least shows the model the schema."""
 
     def support(self, capability: ChatCapability) -> CapabilitySupport:
         if capability is ChatCapability.STRUCTURED_OUTPUT:
             return self.structured
         if capability is ChatCapability.FORCED_TOOL_CHOICE:
             return self.forced_tool
+        if capability is ChatCapability.TOOL_CALLS:
+            # Every Claude 3+ family, and the part of the dialect its other hosts document.
+            return S
+        if self.host_models and capability in _HOST_GIVEN:
+            return U
         if capability is ChatCapability.REASONING:
             return N if self.thinking is Thinking.NONE else S
         if capability in (
@@ -88,8 +102,19 @@ class ClaudeFamily:
             # The Messages API has no log-probabilities, on any model or host, and no
             # plain-text output constrained to a list of strings (only JSON Schema).
             return N
-        # Tool calls, parallel tool calls, streaming and images: every Claude 3+ family.
+        # Parallel tool calls, streaming and images: every Claude 3+ family.
         return S
+
+
+_HOST_GIVEN = frozenset(
+    {
+        ChatCapability.IMAGE_INPUT,
+        ChatCapability.REASONING,
+        ChatCapability.PARALLEL_TOOL_CALLS,
+        ChatCapability.STREAMING,
+    }
+)
+"""What a host's own models may or may not do (`ClaudeFamily.host_models`)."""
 
 
 class ClaudeTable(FamilyTable[ClaudeFamily]):
@@ -219,10 +244,21 @@ _CLAUDE_DEFAULT = ClaudeFamily(
     forced_tool=U,
 )
 
+_HOST_DEFAULT = ClaudeFamily(
+    # Any model of another host of the dialect (`ClaudeFamily.host_models`): structured
+    # output unknown (the format is sent, not known to be applied), a forced tool taken.
+    "*",
+    U,
+    64_000,
+    forced_tool=S,
+    host_models=True,
+)
+
 CAPABILITY_TABLES: dict[str, ClaudeTable] = {
     "anthropic": ClaudeTable(_CLAUDE_ROWS, _CLAUDE_DEFAULT),
     # Microsoft Foundry's model ids are deployment names; they match when named after the model.
     "azure-anthropic": ClaudeTable(_CLAUDE_ROWS, _CLAUDE_DEFAULT),
-    # Any other host of the dialect: its models are its own, so nothing is assumed.
-    "anthropic-compatible": ClaudeTable((), _CLAUDE_DEFAULT),
+    # Any other host of the dialect: its models are its own, so nothing is assumed beyond
+    # the dialect's tools.
+    "anthropic-compatible": ClaudeTable((), _HOST_DEFAULT),
 }

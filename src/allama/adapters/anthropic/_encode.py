@@ -670,6 +670,14 @@ class _Encoder:
                 field, f"{display} cannot enforce {subject} in `output_config.format`: {reasons}"
             )
         apply_strict_policy(rewrite, field=field, subject=subject, degradations=self.degradations)
+        if self.family.host_models:
+            # Sent as asked, not known to be applied: DeepSeek's host takes only the effort
+            # of `output_config`, and the answer is then prose the schema never reached.
+            self.degradations.refuse(
+                field,
+                f"{display} does not say that it applies `output_config.format`",
+                instead=f"{subject} was sent, and the output is not known to follow it",
+            )
         self.count(rewrite)
         return {"type": "json_schema", "schema": rewrite.schema}
 

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from allama.adapters._http import body_message, rfc3339_seconds, wait_until, wire_json
+from allama.adapters.openai_compat._errors import _CONTEXT_WORDS as _OPENAI_CONTEXT_WORDS
 from allama.adapters.openai_compat._errors import retry_after_seconds, waits_as_asked
 from allama.errors import (
     SCHEMAS_TOGETHER_KEY,
@@ -45,7 +46,10 @@ __all__ = [
 
 # Patterns for error messages, compiled by `re` (and kept in its cache) when an error first
 # needs them: a call that succeeds never does.
-_RESPONSE_SCHEMA = r"(?i)output_config\.format|output_format"
+# `output_config` named alone ("output_config: Extra inputs are not permitted", "Unknown
+# parameter: output_config", a host of the dialect without it) is the response format's: the
+# rest of it (`output_config.effort`) is named with its own path.
+_RESPONSE_SCHEMA = r"(?i)output_config(?:\.format\b|\b(?!\.\w))|output_format"
 _TOOL_SCHEMA = r"(?i)input_schema|tools\.\d+\.(?:custom\.)?strict|strict tools?\b|tool schemas?\b"
 # Limits on the grammar compiled from every strict schema of a request together: they name
 # no field (the grammar's advice speaks of tools even when only `output_config` was sent),
@@ -53,6 +57,9 @@ _TOOL_SCHEMA = r"(?i)input_schema|tools\.\d+\.(?:custom\.)?strict|strict tools?\
 _TOO_COMPLEX = r"(?i)schema is too complex|compiled grammar is too large"
 _TOOL_PATH = r"(?i)input_schema|tools\.\d+\."
 _CONTEXT_WORDS = r"(?i)prompt is too long|exceeds? (?:the )?context limit|context window"
+"""Anthropic's words for an input that does not fit; other hosts of the dialect (DeepSeek's)
+answer in OpenAI's ("This model's maximum context length is 131072 tokens"), which
+`_OPENAI_CONTEXT_WORDS` knows."""
 _SPEND_LIMIT = "enforced_spend_limit_reached"
 _LIMITS = ("requests", "tokens", "input-tokens", "output-tokens")
 _EXPLICIT = ("retry-after", "retry-after-ms")
@@ -65,9 +72,11 @@ _REMAINING = tuple(remaining for _, remaining, _ in _HEADERS)
 
 
 class _Info:
-    """The fields of an error body; `None` where the body does not say."""
+    """The fields of an error body; `None` where the body does not say. `status` is an HTTP
+    status the error object gives as its `code`, in OpenAI's shape, which other hosts of the
+    dialect send inside a stream (`{"error": {"message": ..., "code": 429}}`)."""
 
-    __slots__ = ("code", "message", "request_id", "type")
+    __slots__ = ("code", "message", "request_id", "status", "type")
 
     def __init__(
         self,
@@ -76,11 +85,13 @@ class _Info:
         type: str | None = None,
         code: str | None = None,
         request_id: str | None = None,
+        status: int | None = None,
     ) -> None:
         self.message = message
         self.type = type
         self.code = code
         self.request_id = request_id
+        self.status = status
 
     @classmethod
     def parse(cls, payload: Any) -> _Info | None:
@@ -99,11 +110,19 @@ class _Info:
             type=_text(inner.get("type")),
             code=_text(details.get("error_code")) if isinstance(details, dict) else None,
             request_id=request_id,
+            status=_http_status(inner.get("code")),
         )
 
 
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
+
+
+def _http_status(value: Any) -> int | None:
+    """`value` where it is an HTTP error status (a numeric `code`), else `None`."""
+    if isinstance(value, int) and not isinstance(value, bool) and 400 <= value < 600:
+        return value
+    return None
 
 
 def _rejected_schema(message: str) -> RequestField | None:
@@ -137,7 +156,7 @@ def _invalid_request(message: str) -> Error:
         # puts it on the field the request carries them in (only strict tools are compiled).
         refused = UnsupportedError(message, stage=UnsupportedStage.PROVIDER)
         return refused.with_metadata(SCHEMAS_TOGETHER_KEY, "strict")
-    if re.search(_CONTEXT_WORDS, message):
+    if re.search(_CONTEXT_WORDS, message) or re.search(_OPENAI_CONTEXT_WORDS, message):
         return ContextWindowExceededError(message)
     if re.search(_NO_CREDIT, message) or re.search(_USAGE_LIMITS, message):
         # The account's prepaid credit, or the usage limit set on it, is spent: every request
@@ -341,9 +360,11 @@ def error_from_payload(
     provider: str | None = None,
     model: str | None = None,
 ) -> Error:
-    """The error for an `event: error` inside a stream (HTTP 200: there is no status)."""
+    """The error for an `event: error` inside a stream (HTTP 200: there is no status, but an
+    error object in OpenAI's shape may give one as its `code`), or for an unnamed event that
+    holds an error object (another host of the dialect's)."""
     info = _Info.parse(payload) or _Info(json.dumps(payload))
-    error = _classify(None, info, info.message, None)
+    error = _classify(info.status, info, info.message, None)
     if not error.authored:
         error.mark_upstream()
     error.with_body(json.dumps(payload))

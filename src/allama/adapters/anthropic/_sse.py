@@ -192,7 +192,10 @@ class MessagesStreamDecoder:
         if isinstance(payload, str):  # an error event in the server's own words
             payload = {"type": "error", "error": {"type": "api_error", "message": payload}}
         kind = payload.get("type", event.event)
-        if kind == "error" or event.event == "error":
+        # An event with no type that holds an error object is another host's error in
+        # OpenAI's shape, sent unnamed (`data: {"error": {"message": ..., "code": 429}}`).
+        unnamed = "type" not in payload and isinstance(payload.get("error"), dict)
+        if kind == "error" or event.event == "error" or unnamed:
             raise error_from_payload(payload, provider=self._provider, model=self._model)
         if kind == "message_start":
             yield from self._message_start(payload)
