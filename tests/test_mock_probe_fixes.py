@@ -411,8 +411,10 @@ def test_the_test_provider_refuses_a_request_with_no_messages() -> None:
         asyncio.run(provider.achat(empty))
     with pytest.raises(InvalidRequestError):
         allama.extract(TestProvider(), A, empty)
-    # A plan of the type alone still plans (it is given a placeholder message).
-    assert Extractor().plan(provider, A, empty).enforcement is SchemaEnforcement.EXACT
+    # The plan is a dry run of the call: it refuses the request as the call does.
+    with pytest.raises(InvalidRequestError) as planned:
+        Extractor().plan(provider, A, empty)
+    assert str(planned.value) == _no_messages("test")
     # System instructions alone are a message, as OpenAI takes them.
     assert TestProvider().chat(ChatRequest("m").system("be brief")).text() == (
         "This is a test answer."

@@ -7,13 +7,19 @@
   object only) still wraps, and its instructions show the wrapped schema.
 - `Extractor.plan` dry-runs the caller's own request: a field the call would refuse before
   sending under `UnsupportedPolicy.ERROR` (a temperature, a prefill, a stop sequence) is
-  refused by the plan too, with the same error, where the plan approved the call.
+  refused by the plan too, with the same error, where the plan approved the call. A request
+  with no messages is refused so too (a placeholder made it plan); a batch's template, each
+  call adding its input, is planned with one, system instructions alone or none.
+- What the call drops of the request's other fields under `UnsupportedPolicy.WARN` (thinking
+  under a forced tool, a temperature) is in the plan's `request_warnings`, as the response
+  carries it; the mode's figures are as they were.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, Literal
 
 import pytest
@@ -28,8 +34,15 @@ from allama import (
     Extractor,
     SchemaEnforcement,
 )
-from allama.errors import UnsupportedError
-from allama.types import RequestField, UnsupportedPolicy, UnsupportedStage, ValidationCoverage
+from allama.errors import InvalidRequestError, UnsupportedError
+from allama.mock import TestProvider
+from allama.types import (
+    ReasoningEffort,
+    RequestField,
+    UnsupportedPolicy,
+    UnsupportedStage,
+    ValidationCoverage,
+)
 
 
 class Cat(BaseModel):
@@ -223,12 +236,147 @@ def test_under_warn_the_plan_is_what_the_call_records(
     assert planned.enforcement is SchemaEnforcement.EXACT
 
 
-def test_a_plan_of_a_request_without_messages_still_plans() -> None:
-    made, recorder = provider("openai", (500, {}))
-    planned = Extractor().plan(made, Person, ChatRequest("gpt-5-mini"))
-    assert (planned.mode, planned.enforcement, planned.coverage) == (
-        ExtractionMode.NATIVE,
-        SchemaEnforcement.EXACT,
-        ValidationCoverage.ENCODING,
-    )
+# 3. A request without messages is refused by the plan as by the call; a template is not.
+
+NO_MESSAGES = [
+    ("openai", "gpt-5-mini", "OpenAI needs at least one message"),
+    (
+        "anthropic",
+        "claude-sonnet-4-5",
+        "Anthropic needs at least one user or assistant message besides the system instructions",
+    ),
+    (
+        "gemini",
+        "gemini-2.5-flash",
+        "Gemini needs at least one user or assistant message besides the system instructions",
+    ),
+]
+
+
+@pytest.mark.parametrize(("preset", "model", "needs"), NO_MESSAGES)
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_plan_of_a_request_without_messages_raises_what_the_call_raises(
+    preset: str, model: str, needs: str, stream: bool
+) -> None:
+    made, recorder = provider(preset, (500, {}))
+    empty = ChatRequest(model)
+    message = f"{needs}, and the request has none left to send"
+    with pytest.raises(InvalidRequestError) as planned:
+        Extractor().plan(made, Person, empty, stream=stream)
+    with pytest.raises(InvalidRequestError) as called:
+        allama.extract(made, Person, empty)
+    with pytest.raises(InvalidRequestError) as floored:
+        Extractor(min_enforcement=SchemaEnforcement.EXACT).extract(made, Person, empty)
+    for raised in (planned.value, called.value, floored.value):
+        assert str(raised) == message
+        assert raised.provider == preset
     assert recorder.bodies == []
+
+
+@pytest.mark.parametrize("template", [ChatRequest("m"), ChatRequest("m").system("Read it.")])
+def test_a_batch_template_without_messages_of_its_own_meets_its_floor(
+    template: ChatRequest,
+) -> None:
+    # Each input's call is the template with its text added: a floor is planned so.
+    results = allama.batch(
+        TestProvider(),
+        Person,
+        ["Ada, 36."],
+        request=template,
+        extractor=Extractor(min_enforcement=SchemaEnforcement.EXACT),
+    )
+    assert [result.metadata.enforcement for result in results if result.metadata] == [
+        SchemaEnforcement.EXACT
+    ]
+
+
+def test_a_template_of_system_instructions_alone_is_planned_with_its_input() -> None:
+    # Anthropic takes no request of system instructions alone; each call adds a user turn.
+    model = "claude-sonnet-4-5"
+    answer = _claude(json.dumps({"name": "Ada", "age": 36}), model)
+    made, recorder = provider("anthropic", (200, answer))
+    results = allama.batch(
+        made,
+        Person,
+        ["Ada, 36."],
+        request=ChatRequest(model).system("Read the person."),
+        extractor=Extractor(min_enforcement=SchemaEnforcement.EXACT),
+    )
+    assert [result.value for result in results] == [Person(name="Ada", age=36)]
+    assert [body["messages"] for body in recorder.bodies] == [
+        [{"role": "user", "content": "Ada, 36."}]
+    ]
+
+
+# 4. The plan tells what the call drops of the caller's other fields.
+
+THINKING_DROPPED = (
+    "Anthropic does not think while a tool call is forced; thinking was left off so that the "
+    "forced tool holds"
+)
+TEMPERATURE_DROPPED = "`gpt-5` on OpenAI takes no `temperature` other than 1"
+
+
+def _claude_tool(arguments: dict[str, Any], model: str) -> dict[str, Any]:
+    call = {"type": "tool_use", "id": "toolu_1", "name": "submit_structured_output"}
+    return {
+        **_claude("", model),
+        "content": [{**call, "input": arguments}],
+        "stop_reason": "tool_use",
+    }
+
+
+DROPPED: list[tuple[str, str, Callable[[ChatRequest], ChatRequest], RequestField, str]] = [
+    (
+        "anthropic",
+        "claude-sonnet-4-5",
+        lambda request: request.with_reasoning_effort(ReasoningEffort.HIGH).with_option(
+            ExtractionMode.FORCED_TOOL
+        ),
+        RequestField.REASONING_EFFORT,
+        THINKING_DROPPED,
+    ),
+    (
+        "openai",
+        "gpt-5",
+        lambda request: request.with_temperature(0.5),
+        RequestField.TEMPERATURE,
+        TEMPERATURE_DROPPED,
+    ),
+]
+
+
+@pytest.mark.parametrize(("preset", "model", "change", "field", "message"), DROPPED)
+def test_the_plan_tells_what_the_call_drops_of_the_request(
+    preset: str,
+    model: str,
+    change: Callable[[ChatRequest], ChatRequest],
+    field: RequestField,
+    message: str,
+) -> None:
+    ada = {"name": "Ada", "age": 36}
+    answer = _claude_tool(ada, model) if preset == "anthropic" else _chat(json.dumps(ada))
+    made, _ = provider(preset, (200, answer))
+    request = change(ChatRequest(model).user("Ada, 36."))
+    planned = Extractor().plan(made, Person, request)
+    got = allama.extract(made, Person, request)
+    assert [(warning.is_about(field), warning.message) for warning in planned.request_warnings] == [
+        (True, message)
+    ]
+    assert planned.request_warnings == got.response.warnings  # as the call's response says
+    assert "request_warnings=(Warning(kind=<WarningKind.UNSUPPORTED" in repr(planned)
+    # The schema's figures are as they were: the field is none the mode relies on.
+    assert (planned.mode, planned.enforcement, planned.degradations, planned.notes) == (
+        got.metadata.mode,
+        SchemaEnforcement.EXACT,
+        (),
+        (),
+    )
+    assert got.metadata.degradations == [] and got.metadata.notes == []
+    assert planned != replace(planned, request_warnings=())
+
+
+def test_a_request_the_call_sends_whole_has_no_request_warnings() -> None:
+    made, _ = provider("openai", (500, {}))
+    planned = Extractor().plan(made, Person, ChatRequest("gpt-4o").user("Ada, 36."))
+    assert planned.request_warnings == ()

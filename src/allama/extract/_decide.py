@@ -219,7 +219,7 @@ def decide_steps(
     logprobs = _logprobs_plan(provider, request, mode, strategy, probabilities)
     asked = _instructed(request, options, plain=strategy != _Strategy.EXTRACT)
     if logprobs.ask:
-        asked = asked.model_copy(update={"logprobs": max(request.logprobs or 0, TOP_LOGPROBS)})
+        asked = asked.with_logprobs(max(request.logprobs or 0, TOP_LOGPROBS))
     if strategy == _Strategy.EXTRACT:
         steps = _json_steps(settings, provider, options, asked)
     else:
@@ -474,12 +474,10 @@ def _refused_as_sent(provider: ChatProvider, request: ChatRequest) -> str | None
     model's capability leaves them unknown: its encoder knows what the request's other
     settings do to them (OpenAI's GPT-5.1 and 5.2 report them at reasoning effort `none`
     alone, and answer 400 at another). A dry run, nothing sent."""
-    probe = request.model_copy(
-        update={
-            "logprobs": TOP_LOGPROBS,
-            "response_format": None,
-            "unsupported_policy": UnsupportedPolicy.WARN,
-        }
+    probe = (
+        request.with_logprobs(TOP_LOGPROBS)
+        .with_response_format(None)
+        .with_unsupported_policy(UnsupportedPolicy.WARN)
     )
     try:
         checked = provider.validate_chat_request(probe)
@@ -519,7 +517,7 @@ def _instructed(request: ChatRequest, options: Options, *, plain: bool) -> ChatR
     while at < len(messages) and isinstance(messages[at], SystemMessage | DeveloperMessage):
         at += 1
     messages.insert(at, SystemMessage(content=text))
-    return request.model_copy(update={"messages": tuple(messages)})
+    return request._replaced({"messages": tuple(messages)})
 
 
 def _relay(
@@ -534,7 +532,7 @@ def _relay(
         request = next(inner)
         while True:
             if logprobs.dropped:
-                request = request.model_copy(update={"logprobs": None})
+                request = request.with_logprobs(None)
             try:
                 outcome = yield request
             except BaseException as raised:  # passed in, for the steps to keep their record on
@@ -610,7 +608,7 @@ def _plain_steps(
         sent = request.with_response_format(ResponseFormat.choice(options.labels))
         _check_floor(settings, provider, sent, metadata)
     else:
-        sent = request.model_copy(update={"response_format": None}).with_option_json(
+        sent = request.with_response_format(None).with_option_json(
             PROMPT_OPTION, list(options.labels)
         )
         why = (

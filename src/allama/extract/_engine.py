@@ -34,7 +34,9 @@ from allama.extract._errors import (
 from allama.extract._metadata import (
     AutoFallback,
     ExtractionMetadata,
+    counted_field,
     file_warnings,
+    noted_field,
 )
 from allama.extract._mode import ExtractionMode, SchemaEnforcement
 from allama.extract._parse import Checked, Rejection, ask_again, parse_value
@@ -93,11 +95,12 @@ class ExtractionPlan:
     what its first pass would report; `coverage` says how much of the call the provider's
     validation checked (`ENCODING`: a dry run of the call, so the figures are the ones the
     call would report; `CAPABILITIES`: only the capability table). The dry run is of the
-    request given, messages and all: what the call would refuse before sending raises from
-    the plan, the same error. Through a `FailoverProvider`, they are the first provider's:
-    one failed over to may report less. Where the first refuses the call before sending and
-    the failover moves on past that (`failover_on_unsupported`), they are those of the
-    provider the call would go to, and a note says so.
+    request given, messages and all: what the call would refuse before sending (no messages,
+    too) raises from the plan, the same error, and what it would drop under
+    `UnsupportedPolicy.WARN` is in `request_warnings`. Through a `FailoverProvider`, they
+    are the first provider's: one failed over to may report less. Where the first refuses
+    the call before sending and the failover moves on past that (`failover_on_unsupported`),
+    they are those of the provider the call would go to, and a note says so.
     """
 
     mode: ExtractionMode
@@ -114,6 +117,11 @@ class ExtractionPlan:
     """What the record's `notes` would say: the warnings on the other field the mode relies
     on, which leave the enforcement alone (a tool offered where it cannot be forced). Then
     the plan's own: a provider a failover would move on from (see above)."""
+    request_warnings: tuple[Warning, ...] = ()
+    """The dry run's warnings on the request's other fields, as the call's response would
+    carry them (`response.warnings`): what the call would drop or change of the caller's
+    request under `UnsupportedPolicy.WARN` (a temperature, thinking under a forced tool).
+    They leave the mode, the enforcement and the notes alone."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,11 +210,13 @@ def _plan_request(request: ChatRequest) -> ChatRequest:
     ).user("plan")
 
 
-def _planned_request(request: ChatRequest) -> ChatRequest:
+def _planned_request(request: ChatRequest, *, template: bool) -> ChatRequest:
     """The request a plan dry-runs: the caller's own, as the call sends it (a temperature,
-    a stop sequence or a prefill the model refuses is refused in the plan too). One with no
-    messages yet (a plan of the type alone) is given a placeholder, as it always was."""
-    return request if request.messages else request.user("plan")
+    a stop sequence, a prefill or no messages at all the model refuses is refused in the
+    plan too). A template each call adds its input to as a user message (a batch's, a Ray
+    actor's) is given a placeholder one, as its calls will be: a template of system
+    instructions alone is no request without messages."""
+    return request.user("plan") if template else request
 
 
 def _sends_no_schema(provider: ChatProvider, model: str) -> bool:
@@ -320,14 +330,16 @@ def plan(
     *,
     stream: bool = False,
     name: str | None = None,
+    template: bool = False,
 ) -> ExtractionPlan:
     """A dry run of the call `extract` would send for `request` (its messages and every
     field): what the call would refuse before sending (a field the model does not take,
-    under `UnsupportedPolicy.ERROR`) raises here, the same error. `name` names the type in
-    what it says (`Target.name`)."""
+    under `UnsupportedPolicy.ERROR`; no messages) raises here, the same error. `name` names
+    the type in what it says (`Target.name`); `template=True` plans a template each call
+    adds its input to, which may have no messages yet (`_planned_request`)."""
     start = _Start.of(provider, tp, request, name)
     metadata = start.metadata
-    planned = _planned_request(request)
+    planned = _planned_request(request, template=template)
     while True:
         target = start.target()
         derived = target.derive(planned, metadata.mode)
@@ -346,6 +358,7 @@ def plan(
         own = [each for each in validation.warnings if each.code != PASSED_BEFORE_SENDING]
         file_warnings(metadata.mode, own, target.reword, counted, noted)
         noted += passed
+        others = _other_warnings(metadata.mode, own)
         return ExtractionPlan(
             mode=metadata.mode,
             enforcement=SchemaEnforcement.from_degradations(counted),
@@ -355,7 +368,20 @@ def plan(
             root_wrapped=target.wrapped,
             stream=stream,
             notes=tuple(noted),
+            request_warnings=others,
         )
+
+
+def _other_warnings(mode: ExtractionMode, warnings: Sequence[Warning]) -> tuple[Warning, ...]:
+    """The warnings `file_warnings` leaves out (on fields the mode does not rely on), once
+    each and as the provider words them: the call's response carries them so, not the
+    record, and a caller planning the call is told what of the request would be dropped."""
+    fields = [each for each in (counted_field(mode), noted_field(mode)) if each is not None]
+    others: list[Warning] = []
+    for warning in warnings:
+        if not any(warning.is_about(each) for each in fields) and warning not in others:
+            others.append(warning)
+    return tuple(others)
 
 
 def _dry_run(provider: ChatProvider, request: ChatRequest, *, stream: bool) -> ChatValidation:
@@ -406,13 +432,16 @@ def check_floor_before_sending(
     *,
     stream: bool,
     name: str | None = None,
+    template: bool = True,
 ) -> None:
     """Fail before paying when a dry run of the call (streamed or not, as it will be sent)
-    shows the enforcement below the floor. A floor of `NOT_ENFORCED` holds for any call."""
+    shows the enforcement below the floor. A floor of `NOT_ENFORCED` holds for any call.
+    `request` is a template each call adds its input to (a batch's, a Ray actor's), unless
+    `template=False`: a call's own, dry-run as it is (`_planned_request`)."""
     floor = settings.min_enforcement
     if floor is None or floor is SchemaEnforcement.NOT_ENFORCED:
         return
-    planned = plan(provider, tp, request, stream=stream, name=name)
+    planned = plan(provider, tp, request, stream=stream, name=name, template=template)
     if planned.coverage is not ValidationCoverage.ENCODING or planned.enforcement.satisfies(floor):
         return
     metadata = ExtractionMetadata.new(planned.mode)
@@ -622,7 +651,9 @@ def extract_steps(
 ) -> Generator[Send, Outcome, Extracted[Any]]:
     """One extraction with its retries: yields each request, receives each outcome. `name`
     names the type in warnings and errors in place of its label (`Target.name`)."""
-    check_floor_before_sending(settings, provider, tp, request, stream=False, name=name)
+    check_floor_before_sending(
+        settings, provider, tp, request, stream=False, name=name, template=False
+    )
     start = _Start.of(provider, tp, request, name)
     metadata = start.metadata
     target = start.target()
@@ -757,7 +788,7 @@ def record_cut(
     collector = stream.collector
     so_far = collector.reported_metadata()
     if so_far.usage is None and (made or _answer_begun(collector)):
-        so_far = so_far.model_copy(update={"usage": Usage()})
+        so_far = so_far._replaced({"usage": Usage()})
     metadata.record_usage_and_degradations(so_far, target.reword)
 
 
@@ -779,7 +810,7 @@ def open_steps(
     settings: Settings, provider: ChatProvider, tp: Any, request: ChatRequest
 ) -> Generator[OpenStream | ReadFirst, Any, Opened]:
     """Open the stream of an extraction, falling back on a refusal at setup or as item one."""
-    check_floor_before_sending(settings, provider, tp, request, stream=True)
+    check_floor_before_sending(settings, provider, tp, request, stream=True, template=False)
     start = _Start.of(provider, tp, request)
     metadata = start.metadata
     reading: tuple[Any, Target] | None = None

@@ -315,7 +315,7 @@ class _Recorder:
         if not warnings:
             return response
         own = tuple(warning for warning in response.warnings if warning not in warnings)
-        return response.model_copy(update={"warnings": (*warnings, *own)})
+        return response._replaced({"warnings": (*warnings, *own)})
 
     def _record(self, request: ChatRequest) -> int:
         """Record `request`; its number among the calls (from 1), taken under the same lock,
