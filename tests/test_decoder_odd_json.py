@@ -23,6 +23,7 @@ from allama.adapters.gemini._errors import error_from_response as gemini_error
 from allama.adapters.gemini._stream import decode_stream as gemini_stream
 from allama.adapters.ollama._decode import decode_response as ollama_response
 from allama.adapters.ollama._stream import decode_stream as ollama_stream
+from allama.adapters.openai_compat._decode import LONE_SURROGATES
 from allama.adapters.openai_responses._decode import decode_response as responses_response
 from allama.adapters.openai_responses._sse import decode_stream as responses_stream
 from allama.errors import AuthenticationError, IncompleteStreamError, InvalidRequestError
@@ -294,3 +295,149 @@ def test_an_infinite_count_is_not_reported() -> None:
     raw = json.dumps(_anthropic([{"type": "text", "text": "Hi."}]))
     raw = raw.replace('"input_tokens": 10', '"input_tokens": 1e400')
     assert anthropic_response(200, {}, raw.encode()).usage == Usage(output_tokens=5)
+
+
+# Half of a character (a lone surrogate, escaped `\ud83d`), which no UTF-8 text holds: kept
+# as it came, the answer could not be written as JSON (`to_json` raised a pydantic error, a
+# batch's row failed as `value_unstorable`). Every native wire reads it as Chat Completions
+# does: each half as U+FFFD, with its warning, in its words.
+
+LONE = (
+    "the provider sent text that holds half of a character (a lone surrogate, escaped as "
+    "`\\ud83d`), which UTF-8 cannot carry: each such half was read as U+FFFD"
+)
+
+
+def _answer(api: str, text: str) -> ChatResponse:
+    """`text` as `api`'s answer body (`json.dumps` escapes a lone surrogate, `\\ud83d`)."""
+    body: dict[str, Any]
+    if api == "anthropic":
+        body = _anthropic([{"type": "text", "text": text}])
+        read = anthropic_response
+    elif api == "gemini":
+        content = {"role": "model", "parts": [{"text": text}]}
+        body = {"candidates": [{"content": content, "finishReason": "STOP"}]}
+        read = gemini_response
+    elif api == "ollama":
+        body = {"model": "m", "message": {"role": "assistant", "content": text}, "done": True}
+        read = ollama_response
+    else:
+        message = {**MESSAGE, "content": [{"type": "output_text", "text": text}]}
+        body = _responses([message])
+        read = responses_response
+    sent = json.dumps(body).encode()
+    assert b"\\ud83d" in sent  # (a pair too: `\\ud83d\\ude00`)
+    return read(200, {}, sent, provider=api, model="m")
+
+
+APIS = ["anthropic", "gemini", "ollama", "openai_responses"]
+
+
+def test_the_words_are_chat_completions_own() -> None:
+    assert LONE == LONE_SURROGATES
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_a_lone_surrogate_escape_is_read_as_u_fffd_with_a_warning(api: str) -> None:
+    response = _answer(api, "hi \ud83d there \ude00")
+    assert response.text() == "hi \ufffd there \ufffd"
+    assert [(w.kind, w.message, w.provider) for w in response.warnings] == [
+        ("approximated", LONE, api)
+    ]
+    assert ChatResponse.from_json(response.to_json()) == response  # storable
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_a_surrogate_pair_escaped_whole_is_one_character_and_no_warning(api: str) -> None:
+    response = _answer(api, "hi \U0001f600")
+    assert (response.text(), response.warnings) == ("hi \U0001f600", ())
+
+
+def test_a_lone_surrogate_in_a_key_or_a_call_is_read_as_u_fffd_too() -> None:
+    call = {"type": "tool_use", "id": "toolu_1", "name": "f\ud83d", "input": {"a\udc00": "b"}}
+    message = _anthropic([{"type": "text", "text": "ok"}, call])
+    response = anthropic_response(200, {}, json.dumps(message).encode(), provider="anthropic")
+    (tool_call,) = response.tool_calls()
+    assert (tool_call.name, tool_call.arguments) == ("f\ufffd", '{"a\ufffd":"b"}')
+    assert [w.message for w in response.warnings] == [LONE]
+    assert ChatResponse.from_json(response.to_json()) == response
+
+
+def test_an_error_body_with_a_lone_surrogate_is_still_that_error() -> None:
+    body = {"type": "error", "error": {"type": "authentication_error", "message": "bad \ud83d"}}
+    with pytest.raises(AuthenticationError):
+        anthropic_response(200, {}, json.dumps(body).encode(), provider="anthropic")
+
+
+# In a stream, the halves of a character may come escaped in separate chunks: they are one
+# character again once joined, and a half still alone at the end is U+FFFD, with the warning.
+
+DELTAS = ["hi \ud83d", "\ude00 and \ud83d", " there"]
+"""An emoji's halves in two chunks, then half of one alone."""
+
+
+def _streamed(api: str, deltas: list[str]) -> Iterable[StreamEvent]:
+    """`api`'s stream of a text sent as `deltas`, each in an event of its own."""
+    if api == "anthropic":
+        message = _anthropic([])
+        start = {**message, "stop_reason": None}
+        events: list[dict[str, Any]] = [
+            {"type": "message_start", "message": start},
+            {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "text", "text": ""},
+            },
+            *(
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": "text_delta", "text": d},
+                }
+                for d in deltas
+            ),
+            {"type": "content_block_stop", "index": 0},
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "end_turn"},
+                "usage": {"output_tokens": 5},
+            },
+            {"type": "message_stop"},
+        ]
+        data = "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events)
+        return anthropic_stream(data.encode())
+    if api == "gemini":
+        chunks: list[dict[str, Any]] = [
+            {"candidates": [{"content": {"role": "model", "parts": [{"text": d}]}}]} for d in deltas
+        ]
+        chunks[-1]["candidates"][0]["finishReason"] = "STOP"
+        return gemini_stream("".join(f"data: {json.dumps(c)}\r\n\r\n" for c in chunks).encode())
+    lines = [
+        {"model": "m", "message": {"role": "assistant", "content": d}, "done": False}
+        for d in deltas
+    ]
+    lines[-1].update(done=True, done_reason="stop")
+    return ollama_stream("".join(f"{json.dumps(line)}\n" for line in lines).encode())
+
+
+@pytest.mark.parametrize("api", ["anthropic", "gemini", "ollama"])
+def test_a_streamed_half_left_alone_is_u_fffd_with_a_warning(api: str) -> None:
+    events = list(_streamed(api, DELTAS))
+    # The deltas are as they came; the collected text pairs the halves first.
+    assert [e.text for e in events if isinstance(e, TextDelta)] == DELTAS
+    collector = StreamCollector()
+    collector.provider = api
+    for event in events:
+        collector.push(event)
+    response = collector.finish()
+    assert response.text() == "hi \U0001f600 and \ufffd there"
+    assert [(w.kind, w.message, w.provider) for w in response.warnings] == [
+        ("approximated", LONE, api)
+    ]
+    assert ChatResponse.from_json(response.to_json()) == response
+
+
+@pytest.mark.parametrize("api", ["anthropic", "gemini", "ollama"])
+def test_an_emoji_streamed_in_halves_is_one_character_and_no_warning(api: str) -> None:
+    response = _collect(_streamed(api, ["hi \ud83d", "\ude00!"]))
+    assert (response.text(), response.warnings) == ("hi \U0001f600!", ())

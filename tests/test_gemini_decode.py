@@ -34,6 +34,7 @@ from allama.adapters.gemini._errors import (
     retry_delay_seconds,
 )
 from allama.adapters.gemini._stream import GenerateStreamDecoder, decode_stream
+from allama.adapters.openai_compat._decode import LONE_SURROGATES
 from allama.errors import (
     REPORTED_USAGE_KEY,
     AuthenticationError,
@@ -604,9 +605,16 @@ def test_an_unreadable_body_is_a_server_error(body: str, why: str) -> None:
     assert (error.provider, error.model) == ("gemini", "m")
 
 
-def test_an_escaped_lone_surrogate_is_read() -> None:
-    result = decode('{"candidates": [{"content": {"parts": [{"text": "a\\ud83d"}]}}]}')
-    assert result.text() == "a\ud83d"
+def test_an_escaped_lone_surrogate_is_read_as_u_fffd_with_a_warning() -> None:
+    # It was kept as it came: the response then could not be written as JSON (`to_json`,
+    # a batch's ledger). It is read as Chat Completions reads it.
+    body = '{"candidates": [{"content": {"parts": [{"text": "a\\ud83d"}]}}]}'
+    result = decode(body, provider="gemini")
+    assert result.text() == "a\ufffd"
+    assert [(w.kind, w.message, w.provider) for w in result.warnings] == [
+        ("approximated", LONE_SURROGATES, "gemini")
+    ]
+    assert ChatResponse.from_json(result.to_json()) == result
 
 
 @pytest.mark.parametrize("wrap", [False, True])

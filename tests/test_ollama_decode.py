@@ -31,6 +31,7 @@ from allama import ChatRequest
 from allama.adapters.ollama._decode import decode_response, finish_reason_of, usage_of
 from allama.adapters.ollama._errors import error_from_payload, error_from_response
 from allama.adapters.ollama._stream import OllamaStreamDecoder, decode_stream
+from allama.adapters.openai_compat._decode import LONE_SURROGATES
 from allama.errors import (
     AuthenticationError,
     ContextWindowExceededError,
@@ -322,9 +323,16 @@ def test_an_unreadable_body_is_a_server_error(body: str, why: str) -> None:
     assert (error.provider, error.model) == ("ollama", "m")
 
 
-def test_an_escaped_lone_surrogate_is_read() -> None:
+def test_an_escaped_lone_surrogate_is_read_as_u_fffd_with_a_warning() -> None:
+    # It was kept as it came: the response then could not be written as JSON (`to_json`,
+    # a batch's ledger). It is read as Chat Completions reads it.
     body = '{"model": "m", "message": {"content": "a\\ud800b"}, "done": true}'
-    assert decode(body).text() == "a\ud800b"
+    result = decode(body, provider="ollama")
+    assert result.text() == "a\ufffdb"
+    assert [(w.kind, w.message, w.provider) for w in result.warnings] == [
+        ("approximated", LONE_SURROGATES, "ollama")
+    ]
+    assert ChatResponse.from_json(result.to_json()) == result
 
 
 def test_an_error_object_in_a_200_body_is_that_error() -> None:

@@ -6,7 +6,7 @@ The halves are one character, as Chat Completions, Anthropic, Gemini and Ollama 
 read them: the deltas agree with the finished text, and the text, call arguments,
 reasoning summary and extracted value are the response's, as `chat` gives it, in sync and
 async streams. Deltas that are not the finished text still raise, and a half that truly
-stands alone stays as it came.
+stands alone is U+FFFD, with the warning a body holding one gives.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from pydantic import BaseModel
 
 import allama
 from allama import ExtractionMode
+from allama.adapters.openai_compat._decode import LONE_SURROGATES
 from allama.errors import StreamDecodeError
 from allama.providers import HttpProvider
 from allama.transport import Transport
@@ -179,7 +180,9 @@ def provider(stream: bytes, answer: dict[str, Any] | None = None) -> HttpProvide
         if json.loads(request.content).get("stream"):
             headers = {"content-type": "text/event-stream"}
             return httpx2.Response(200, content=stream, headers=headers)
-        return httpx2.Response(200, json=answer)
+        # (`json.dumps` escapes a lone surrogate, `\\ud83d`, as a server does)
+        body = json.dumps(answer).encode()
+        return httpx2.Response(200, content=body, headers={"content-type": "application/json"})
 
     transport = Transport(
         client=httpx2.Client(transport=httpx2.MockTransport(handler)),
@@ -282,12 +285,18 @@ def test_halves_out_of_order_still_disagree() -> None:
     assert str(raised.value) == MISMATCH
 
 
-def test_a_half_that_stands_alone_stays_as_it_came() -> None:
-    """A lone surrogate the finished text holds too (its escape alone) agrees, and is kept."""
+def test_a_half_that_stands_alone_is_u_fffd_with_a_warning() -> None:
+    """A lone surrogate the finished text holds too (its escape alone) agrees; it was kept
+    as it came, and the response could not be written as JSON. It is read as `chat` reads
+    the same response: U+FFFD, with the warning."""
     text = "A\ud83d!"
-    made = provider(text_stream(["A", "\ud83d", "!"], text))
-    for got in collected(made):
-        assert got.text() == text
+    made = provider(text_stream(["A", "\ud83d", "!"], text), response([message(text)]))
+    for got in [made.chat(REQUEST), *collected(made)]:
+        assert got.text() == "A\ufffd!"
+        assert [(w.kind, w.message, w.provider) for w in got.warnings] == [
+            ("approximated", LONE_SURROGATES, "openai")
+        ]
+        assert ChatResponse.from_json(got.to_json()) == got
 
 
 # Function call arguments

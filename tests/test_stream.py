@@ -46,6 +46,7 @@ from allama import (
     Warning,
     WarningEvent,
 )
+from allama.adapters.openai_compat._decode import LONE_SURROGATES
 from allama.errors import REPORTED_USAGE_KEY
 from allama.mock import response_events
 
@@ -582,11 +583,22 @@ def test_a_surrogate_pair_split_across_deltas_is_made_whole() -> None:
     assert ChatResponse.from_json(response.to_json()) == response
 
 
-def test_a_lone_surrogate_is_kept_as_it_came() -> None:
+def test_a_lone_surrogate_is_u_fffd_with_a_warning() -> None:
+    # It was kept as it came: the response then could not be written as JSON (`to_json`,
+    # a batch's ledger). It is read as a body holding one is.
     collector = StreamCollector()
+    collector.provider = "openai"
     collector.push(TextDelta(index=0, text="a\udc00b"))
+    collector.push(BlockStart(index=1, block_type=StreamBlockType.TOOL_CALL, name="f"))
+    collector.push(ToolCallDelta(index=1, arguments='{"e": "\ud83d"}'))
     collector.push(Finish())
-    assert collector.finish().text() == "a\udc00b"
+    response = collector.finish()
+    assert response.text() == "a\ufffdb"
+    assert response.tool_calls()[0].arguments == '{"e": "\ufffd"}'
+    assert [(w.kind, w.message, w.provider) for w in response.warnings] == [
+        ("approximated", LONE_SURROGATES, "openai")
+    ]
+    assert ChatResponse.from_json(response.to_json()) == response
 
 
 @pytest.mark.parametrize("flavour", ["sync", "async"])

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any, Self
 
 from pydantic import JsonValue
 
+from allama._printable import storable
+from allama.adapters._surrogates import lone_surrogates
 from allama.errors import (
     REPORTED_EXTRAS_KEY,
     REPORTED_USAGE_KEY,
@@ -69,7 +71,16 @@ __all__ = ["AsyncChatStream", "ChatStream", "StreamCollector"]
 
 
 class _Block:
-    __slots__ = ("block_type", "encrypted", "id", "issuer", "name", "parts", "signature")
+    __slots__ = (
+        "block_type",
+        "encrypted",
+        "halves",
+        "id",
+        "issuer",
+        "name",
+        "parts",
+        "signature",
+    )
 
     def __init__(self, block_type: StreamBlockType, id: str | None, name: str | None) -> None:
         self.block_type = block_type
@@ -79,12 +90,18 @@ class _Block:
         self.signature: str | None = None
         self.encrypted: str | None = None
         self.issuer: str | None = None
+        self.halves = False
+        """Whether the last `build` read a lone surrogate as U+FFFD."""
 
     def build(self, index: int) -> ContentBlock:
         """The block as it arrived. A tool call with no name yet is built with the name `""`
         for a partial view (a failed stream's record, a trace); a finished answer that
-        holds one fails (`StreamCollector.finish`, `StreamCollector.unnamed_call`)."""
-        text = _joined(self.parts)
+        holds one fails (`StreamCollector.finish`, `StreamCollector.unnamed_call`). Half
+        of a character still alone once the pieces are joined is U+FFFD (`halves`), as
+        every API reads it in a body."""
+        joined = _joined(self.parts)
+        text = storable(joined)
+        self.halves = text != joined
         if self.block_type is StreamBlockType.TOOL_CALL:
             return ToolCall(id=self.id or f"call_{index}", name=self.name or "", arguments=text)
         if self.block_type is StreamBlockType.REASONING:
@@ -107,7 +124,8 @@ def _joined(parts: list[str]) -> str:
 
     A provider that escapes an emoji as `\\ud83d\\ude00` may send the halves in separate
     chunks; each decodes to a lone surrogate, which no UTF-8 encoder accepts. Pairing them
-    is lossless; a truly lone surrogate is kept as it came.
+    is lossless; a truly lone surrogate is kept as it came (`_Block.build` reads it as
+    U+FFFD).
     """
     text = "".join(parts)
     if _SURROGATE.search(text) is None:
@@ -315,11 +333,16 @@ class StreamCollector:
     def partial_response(self) -> ChatResponse:
         """The response as far as it arrived, finished or not."""
         # Blocks take the place their index gives them, whatever order they opened in.
+        content = tuple(self._blocks[index].build(index) for index in sorted(self._blocks))
+        warnings = tuple(self._warnings)
+        if any(block.halves for block in self._blocks.values()):
+            halves = lone_surrogates(self.provider)
+            warnings = warnings if halves in warnings else (*warnings, halves)
         return ChatResponse(
-            tuple(self._blocks[index].build(index) for index in sorted(self._blocks)),
+            content,
             finish_reason=self._finish.finish_reason if self._finish else None,
             usage=self._usage,
-            warnings=tuple(self._warnings),
+            warnings=warnings,
             provider_data=self._provider_data,
             id=self._id,
             model=self._model,

@@ -38,10 +38,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import JsonValue
-from pydantic_core import from_json
 
-from allama.adapters._http import wire_json
 from allama.adapters._not_a_response import not_a_response
+from allama.adapters._surrogates import lone_surrogates, read_storable_json
 from allama.adapters.anthropic._errors import error_from_payload, error_from_response
 from allama.errors import Error, with_reported_usage
 from allama.types import (
@@ -403,15 +402,6 @@ def decode_message(
     )
 
 
-def _lenient_json(body: bytes | str) -> Any:
-    """The body by the standard library's reader, which takes what pydantic-core refuses
-    (an escaped lone surrogate); `None` when it is not JSON for either."""
-    try:
-        return wire_json(body)
-    except ValueError:
-        return None
-
-
 def decode_body(
     body: bytes | str,
     *,
@@ -421,13 +411,13 @@ def decode_body(
 ) -> ChatResponse:
     """A successful (2xx) body as a `ChatResponse`; an error object in it raises that error."""
     try:
-        payload: Any = from_json(body)
+        payload, halves = read_storable_json(body)
     except ValueError:
-        payload = _lenient_json(body)
-        if payload is None:
-            raise not_a_response(
-                body, "it is not JSON", provider=provider, model=model, what="a message"
-            ) from None
+        raise not_a_response(
+            body, "it is not JSON", provider=provider, model=model, what="a message"
+        ) from None
+    if halves:  # half of a character, escaped: read as U+FFFD, as every API reads it
+        warnings = (*warnings, lone_surrogates(provider))
     if not isinstance(payload, dict):
         raise not_a_response(
             body, "it is not a JSON object", provider=provider, model=model, what="a message"

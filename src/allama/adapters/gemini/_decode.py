@@ -109,11 +109,10 @@ from itertools import pairwise
 from typing import Any, Protocol
 
 from pydantic import JsonValue
-from pydantic_core import from_json
 
 from allama._degradations import FIRST_CHOICE_ONLY
-from allama.adapters._http import wire_json
 from allama.adapters._not_a_response import not_a_response
+from allama.adapters._surrogates import lone_surrogates, read_storable_json
 from allama.adapters.gemini._errors import error_from_payload, error_from_response
 from allama.errors import Error, with_reported_usage
 from allama.types import (
@@ -1044,15 +1043,6 @@ def decode_payload(
     )
 
 
-def _lenient_json(body: bytes | str) -> Any:
-    """The body by the standard library's reader, which takes what pydantic-core refuses
-    (an escaped lone surrogate); `None` when it is not JSON for either."""
-    try:
-        return wire_json(body)
-    except ValueError:
-        return None
-
-
 def is_error_object(payload: Mapping[str, Any]) -> bool:
     """Whether a parsed object is an error (`{"error": {...}}`) rather than a response."""
     return isinstance(payload.get("error"), dict | str) and "candidates" not in payload
@@ -1067,11 +1057,11 @@ def decode_body(
 ) -> ChatResponse:
     """A successful (2xx) body as a `ChatResponse`; an error object in it raises that error."""
     try:
-        payload: Any = from_json(body)
+        payload, halves = read_storable_json(body)
     except ValueError:
-        payload = _lenient_json(body)
-        if payload is None:
-            raise not_a_response(body, "it is not JSON", provider=provider, model=model) from None
+        raise not_a_response(body, "it is not JSON", provider=provider, model=model) from None
+    if halves:  # half of a character, escaped: read as U+FFFD, as every API reads it
+        warnings = (*warnings, lone_surrogates(provider))
     if (
         isinstance(payload, list)
         and len(payload) == 1

@@ -90,9 +90,9 @@ from typing import Any
 
 from pydantic import JsonValue
 
-from allama.adapters._http import read_json
 from allama.adapters._logprobs import openai_logprobs
 from allama.adapters._not_a_response import not_a_response
+from allama.adapters._surrogates import lone_surrogates, read_storable_json
 from allama.adapters.openai_responses._errors import (
     error_from_failed,
     error_from_payload,
@@ -707,9 +707,11 @@ def decode_body(
 ) -> ChatResponse:
     """A successful (2xx) body as a `ChatResponse`; an error in it raises that error."""
     try:
-        payload: Any = read_json(body)
+        payload, halves = read_storable_json(body)
     except ValueError:
         raise not_a_response(body, "it is not JSON", provider=provider, model=model) from None
+    if halves:  # half of a character, escaped: read as U+FFFD, as every API reads it
+        warnings = (*warnings, lone_surrogates(provider))
     if not isinstance(payload, dict):
         raise not_a_response(body, "it is not a JSON object", provider=provider, model=model)
     try:
