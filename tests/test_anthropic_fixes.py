@@ -301,6 +301,40 @@ def test_a_paused_turn_goes_back_whole_in_order_to_be_continued(
     assert _about(list(again.warnings), RequestField.MESSAGES) == []
 
 
+OLDER_RESUMES: dict[str, Any] = {
+    # As versions before the paused marker kept a paused turn: its blocks, or with the
+    # container it ran in; no issuer, no `"paused": true`.
+    "blocks": [0, 1, SEARCH, RESULT, 2, SEARCH_2],
+    "in a container": {
+        "container": {"id": "container_1", "expires_at": "2026-12-07T16:00:00Z"},
+        "blocks": [0, 1, SEARCH, RESULT, 2, SEARCH_2],
+    },
+}
+
+
+@pytest.mark.parametrize("kept", sorted(OLDER_RESUMES))
+@pytest.mark.parametrize(
+    ("model", "effort"),
+    [
+        ("claude-sonnet-4-5", ReasoningEffort.LOW),  # budget thinking: a prefill is left out
+        ("claude-opus-5", None),  # no prefill at all
+    ],
+)
+def test_a_paused_turn_kept_by_an_older_version_is_still_continued(
+    kept: str, model: str, effort: ReasoningEffort | None
+) -> None:
+    """Such a resume was written only for a paused turn (or code waiting on tool calls):
+    a saved conversation ending in one is continued, not left out as a prefill."""
+    content = _decode(_message(PAUSED, "pause_turn")).content
+    older = AssistantMessage(
+        content=content, provider_data={"anthropic": {"resume": OLDER_RESUMES[kept]}}
+    )
+    request = ChatRequest(model).user("Search for x.").with_reasoning_effort(effort).push(older)
+    body, warnings = _sent(request)
+    assert body["messages"][-1] == {"role": "assistant", "content": PAUSED}
+    assert _about(warnings, RequestField.MESSAGES) == []
+
+
 def test_a_paused_turn_whose_content_changed_goes_without_its_server_blocks() -> None:
     message = _decode(_message(PAUSED, "pause_turn")).to_assistant_message()
     changed = message.model_copy(update={"content": message.content[:2]})

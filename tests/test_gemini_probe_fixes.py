@@ -1394,6 +1394,85 @@ def test_gemini_3_takes_built_in_tools_beside_function_calling_and_json_output()
     assert recorder.bodies[-1]["generationConfig"]["responseMimeType"] == "application/json"
 
 
+# Any response mime type but text/plain is refused beside 2.x's built-in tools ("Tool use
+# with a response mime type ... is unsupported"): a decision's choice (`text/x.enum`) too,
+# unsent, as JSON output is (the extraction it would fall to meets the same refusal).
+
+CHOICE_REFUSED = (
+    "a choice of options (the response mime type `text/x.enum`) beside the built-in tools of "
+    "the body option `gemini` (`{names}`): Gemini 2.x cannot mix built-in tools with function "
+    "calling or a response mime type other than `text/plain` (Gemini 3 can)"
+)
+
+
+@pytest.mark.parametrize(
+    ("tools", "names"),
+    [
+        ([{"googleSearch": {}}], "googleSearch"),
+        ([{"urlContext": {}}], "urlContext"),
+        ({"googleSearch": {}}, "googleSearch"),  # one tool, not in a list
+    ],
+)
+def test_a_decision_beside_built_in_tools_on_2_5_is_refused_unsent(tools: Any, names: str) -> None:
+    target, recorder = provider("gemini", (200, answer([{"text": "Yes"}])))
+    request = (
+        ChatRequest("gemini-2.5-flash")
+        .user("Is it raining in Paris?")
+        .with_option_json("gemini", {"tools": tools})
+    )
+    with pytest.raises(UnsupportedError) as caught:
+        allama.decide(target, bool, request)
+    assert caught.value.field is RequestField.OPTIONS
+    assert caught.value.message == (
+        "cannot send `options`: `gemini-2.5-flash` on Gemini answers 400 to "
+        + CHOICE_REFUSED.format(names=names)
+    )
+    assert recorder.bodies == []
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        ChatRequest("gemini-2.0-flash")
+        .user("x")
+        .with_response_format(ResponseFormat.choice(["a", "b"]))
+        .with_option_json("gemini", SEARCH),
+        ChatRequest("gemini-2.0-flash")
+        .user("x")
+        .with_option_json(
+            "gemini", {**SEARCH, "generationConfig": {"responseMimeType": "text/x.enum"}}
+        ),
+    ],
+    ids=["choice format", "option's mime type"],
+)
+def test_a_choice_beside_a_built_in_tool_on_2_0_is_refused_unsent(request_: ChatRequest) -> None:
+    target, recorder = provider("gemini", (200, answer([{"text": "a"}])))
+    with pytest.raises(UnsupportedError) as caught:
+        target.chat(request_)
+    assert caught.value.message == (
+        "cannot send `options`: `gemini-2.0-flash` on Gemini answers 400 to "
+        + CHOICE_REFUSED.format(names="googleSearch")
+    )
+    assert recorder.bodies == []
+
+
+def test_plain_text_asked_for_beside_a_built_in_tool_on_2_5_still_goes() -> None:
+    target, recorder = provider("gemini", (200, answer([{"text": "ok"}])))
+    option = {**SEARCH, "generationConfig": {"responseMimeType": "text/plain"}}
+    request = ChatRequest("gemini-2.5-flash").user("x").with_option_json("gemini", option)
+    assert target.chat(request).text() == "ok"
+    assert recorder.bodies[-1]["generationConfig"] == {"responseMimeType": "text/plain"}
+
+
+def test_a_decision_beside_a_built_in_tool_on_gemini_3_is_a_choice_as_before() -> None:
+    target, recorder = provider("gemini", (200, answer([{"text": "Yes"}])))
+    request = ChatRequest("gemini-3-flash-preview").user("Rain?").with_option_json("gemini", SEARCH)
+    assert allama.decide(target, bool, request).value is True
+    sent = recorder.bodies[-1]
+    assert sent["tools"] == [{"googleSearch": {}}]
+    assert sent["generationConfig"]["responseMimeType"] == "text/x.enum"
+
+
 # 15. The code the model ran, and its result, go back on the next turn in their place, with
 # the signature on them, whole and streamed
 

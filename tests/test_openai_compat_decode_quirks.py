@@ -17,12 +17,14 @@ from allama import ChatRequest
 from allama.adapters.openai_compat._decode import decode_body
 from allama.adapters.openai_compat._sse import decode_stream
 from allama.errors import REPORTED_USAGE_KEY, IncompleteStreamError, ServerError
+from allama.extract import RefusedError
 from allama.stream import StreamCollector
 from allama.types import (
     BlockStart,
     ChatResponse,
     FinishReason,
     Reasoning,
+    Refusal,
     StreamBlockType,
     StreamEvent,
     TextPart,
@@ -656,13 +658,12 @@ def test_parts_with_no_text_are_kept_verbatim_with_a_warning() -> None:
         {"type": "reasoning_text", "text": "the capital"},
         IMAGE,
         {"type": "output_text", "text": "Paris."},
-        REFUSAL_PART,
         7,
     ]
     target, _ = provider("openai", (200, _changed({}, {"message": {"content": content}})))
     answer: ChatResponse = target.chat(ChatRequest("m").user("capital of France?"))
     assert answer.content == (Reasoning(text="the capital"), TextPart(text="Paris."))
-    assert answer.provider_data == {"openai": {"content_parts": [IMAGE, REFUSAL_PART, 7]}}
+    assert answer.provider_data == {"openai": {"content_parts": [IMAGE, 7]}}
     assert [(w.kind, w.message, w.provider) for w in answer.warnings] == [
         ("unsupported", UNREAD_PARTS_WARNING, "openai")
     ]
@@ -670,7 +671,46 @@ def test_parts_with_no_text_are_kept_verbatim_with_a_warning() -> None:
     data = sse(
         chunk({"content": [content[0], IMAGE]}),
         chunk({"content": [content[2]]}),
-        chunk({"content": [REFUSAL_PART, 7]}, "stop"),
+        chunk({"content": [7]}, "stop"),
         chunk(None, usage=USAGE),
     )
     assert streamed("openai", data) == answer
+
+
+# A refusal part (`{"type": "refusal", "refusal": ...}`, as OpenAI's assistant content holds
+# one) is the model's refusal, read as `message.refusal` is: an extraction reports it.
+
+
+@pytest.mark.parametrize(
+    ("message", "content", "unread"),
+    [
+        ({"content": [REFUSAL_PART]}, (Refusal(text="no"),), []),
+        (
+            {"content": [{"type": "text", "text": "Sorry: "}, REFUSAL_PART]},
+            (TextPart(text="Sorry: "), Refusal(text="no")),
+            [],
+        ),
+        ({"content": [7, REFUSAL_PART]}, (Refusal(text="no"),), [7]),
+        # Given both ways, the one refusal is read once.
+        ({"content": [REFUSAL_PART], "refusal": "no"}, (Refusal(text="no"),), []),
+    ],
+    ids=["alone", "after-text", "beside-an-unread-part", "also-as-the-field"],
+)
+def test_a_refusal_part_is_read_as_a_refusal(
+    message: dict[str, Any], content: tuple[Any, ...], unread: list[Any]
+) -> None:
+    target, _ = provider("openai", (200, _changed({}, {"message": message})))
+    answer: ChatResponse = target.chat(ChatRequest("m").user("x"))
+    assert answer.content == content
+    if unread:
+        assert answer.provider_data == {"openai": {"content_parts": unread}}
+        assert [w.message for w in answer.warnings] == [UNREAD_PARTS_WARNING]
+    else:
+        assert (answer.provider_data, answer.warnings) == ({}, ())
+
+
+def test_an_extraction_answered_with_a_refusal_part_reports_the_refusal() -> None:
+    target, _ = provider("openai", (200, _changed({}, {"message": {"content": [REFUSAL_PART]}})))
+    with pytest.raises(RefusedError) as caught:
+        allama.extract(target, int, ChatRequest("gpt-4o").user("x"))
+    assert caught.value.text == "no"

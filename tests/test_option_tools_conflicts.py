@@ -333,3 +333,215 @@ def test_an_options_function_tool_is_refused_before_any_capability_is_asked(
         assert mock.asked == []
         assert str(caught.value) == _conflict("mock", "openai_compat")
     assert mock.call_count == 0
+
+
+# Client tools are the caller's to run, as function tools are: Anthropic's typed ones
+# (`bash_...`: "your application handles execution"), OpenAI's computer use and local shell.
+# Sent beside an extraction, the model could call one in place of answering (a paid answer
+# with no structured text); refused before sending, on every wire that takes them.
+
+RESPONSES_ANSWER = {
+    "id": "resp_1",
+    "object": "response",
+    "status": "completed",
+    "model": "gpt-5",
+    "output": [
+        {
+            "type": "message",
+            "id": "m1",
+            "role": "assistant",
+            "status": "completed",
+            "content": [
+                {"type": "output_text", "text": '{"name": "Ada", "age": 36}', "annotations": []}
+            ],
+        }
+    ],
+    "usage": {"input_tokens": 3, "output_tokens": 2, "total_tokens": 5},
+}
+
+CLIENT_TOOLS: list[tuple[str, str, dict[str, Any]]] = [
+    ("anthropic", "anthropic", {"type": "bash_20250124", "name": "bash"}),
+    (
+        "anthropic",
+        "anthropic",
+        {"type": "text_editor_20250728", "name": "str_replace_based_edit_tool"},
+    ),
+    (
+        "anthropic",
+        "anthropic",
+        {
+            "type": "computer_20250124",
+            "name": "computer",
+            "display_width_px": 1024,
+            "display_height_px": 768,
+        },
+    ),
+    ("anthropic", "anthropic", {"type": "memory_20250818", "name": "memory"}),
+    (
+        "responses",
+        "openai_responses",
+        {
+            "type": "computer_use_preview",
+            "display_width": 1024,
+            "display_height": 768,
+            "environment": "browser",
+        },
+    ),
+    ("responses", "openai_responses", {"type": "computer"}),
+    ("responses", "openai_responses", {"type": "local_shell"}),
+    ("responses", "openai_responses", {"type": "shell"}),
+    ("responses", "openai_responses", {"type": "shell", "environment": {"type": "local"}}),
+    ("responses", "openai_responses", {"type": "apply_patch"}),
+    (
+        "responses",
+        "openai_responses",
+        {
+            "type": "namespace",
+            "name": "crm",
+            "description": "The CRM.",
+            "tools": [{"type": "function", "name": "lookup", "parameters": {"type": "object"}}],
+        },
+    ),
+    ("responses", "openai_responses", {"type": "tool_search", "execution": "client"}),
+    # A gateway serving Claude on Chat Completions (LiteLLM) takes Anthropic's client tools.
+    ("openai", "openai_compat", {"type": "bash_20250124", "name": "bash"}),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "namespace", "tool"),
+    CLIENT_TOOLS,
+    ids=[f"{namespace}-{tool['type']}" for _, namespace, tool in CLIENT_TOOLS],
+)
+@pytest.mark.parametrize("mode", _MODES, ids=lambda mode: mode.value)
+def test_an_options_client_tool_refuses_an_extraction_before_sending(
+    case: str, namespace: str, tool: dict[str, Any], mode: ExtractionMode
+) -> None:
+    target, recorder, model, _, _ = _case(case)
+    request = (
+        ChatRequest(model)
+        .user("Ada, 36.")
+        .with_option(mode)
+        .with_option_json(namespace, {"tools": [tool]})
+    )
+    with pytest.raises(ToolConflictError) as caught:
+        allama.extract(target, Person, request)
+    assert str(caught.value) == _conflict(target.name, namespace)
+    assert (caught.value.request_tools, caught.value.option_tools) == (False, [namespace])
+    assert caught.value.metadata.passes == 0
+    with pytest.raises(ToolConflictError) as decided:
+        allama.decide(target, bool, request)
+    assert str(decided.value) == _conflict(target.name, namespace)
+    assert recorder.bodies == []
+
+
+def test_a_client_tool_named_like_a_request_tool_is_refused_before_sending() -> None:
+    """A client tool's calls give its name, as a function tool's do."""
+    target, recorder, model, _, _ = _case("anthropic")
+    bash = ToolDefinition(name="bash", parameters={"type": "object", "properties": {}})
+    request = (
+        ChatRequest(model)
+        .user("Run it.")
+        .with_tools([bash])
+        .with_option_json("anthropic", {"tools": [{"type": "bash_20250124", "name": "bash"}]})
+    )
+    with pytest.raises(InvalidRequestError) as caught:
+        target.chat(request)
+    assert caught.value.message == (
+        "Anthropic takes each tool name once, and the tools sent repeat names (positions "
+        "count from 0): `bash` names the request's tool at position 0 and the tool at "
+        "position 0 of `tools` in the body option `anthropic`"
+    )
+    assert recorder.bodies == []
+
+
+@pytest.mark.parametrize(
+    "server",
+    [
+        {"type": "web_search_20250305", "name": "web_search", "max_uses": 1},
+        {"type": "web_fetch_20250910", "name": "web_fetch"},
+        {"type": "code_execution_20250825", "name": "code_execution"},
+    ],
+    ids=lambda tool: tool["type"],
+)
+def test_an_anthropic_server_tool_still_goes_beside_an_extraction(server: dict[str, Any]) -> None:
+    anthropic, recorder = provider("anthropic", (200, ANTHROPIC_ANSWER))
+    request = (
+        ChatRequest("claude-sonnet-4-5")
+        .user("Ada, 36.")
+        .with_option(ExtractionMode.NATIVE)
+        .with_option_json("anthropic", {"tools": [server]})
+    )
+    assert allama.extract(anthropic, Person, request).value == Person(name="Ada", age=36)
+    assert recorder.bodies[0]["tools"] == [server]
+
+
+@pytest.mark.parametrize(
+    "server",
+    [
+        {"type": "web_search"},
+        {"type": "shell", "environment": {"type": "container_auto"}},
+        {"type": "shell", "environment": {"type": "container_reference", "container_id": "c"}},
+        {"type": "tool_search", "execution": "server"},
+        {"type": "code_interpreter", "container": {"type": "auto"}},
+    ],
+    ids=lambda tool: "-".join(
+        str(v) for v in (tool["type"], *tool.get("environment", {}).values())
+    ),
+)
+def test_a_responses_server_tool_still_goes_beside_an_extraction(server: dict[str, Any]) -> None:
+    openai, recorder = provider("openai", (200, RESPONSES_ANSWER), api="responses")
+    request = (
+        ChatRequest("gpt-5")
+        .user("Ada, 36.")
+        .with_option(ExtractionMode.NATIVE)
+        .with_option_json("openai_responses", {"tools": [server]})
+    )
+    assert allama.extract(openai, Person, request).value == Person(name="Ada", age=36)
+    assert recorder.bodies[0]["tools"] == [server]
+
+
+def test_which_option_tools_are_the_callers_own_on_each_wire() -> None:
+    """One rule for Anthropic's tools, here and in its encoder (`anthropic_server_tool`):
+    a tool whose type is not a server tool's is the caller's to run."""
+    from allama.adapters._tool_ids import anthropic_server_tool, option_tools
+
+    anthropic = [
+        {"name": "lookup", "input_schema": {"type": "object"}},
+        {"type": "custom", "name": "mine", "input_schema": {"type": "object"}},
+        {"type": "bash_20250124", "name": "bash"},
+        {"type": "web_search_20250305", "name": "web_search"},
+        {"type": "mcp_toolset", "mcp_server_name": "docs"},
+    ]
+    assert [(t.name, t.own) for t in option_tools("anthropic", anthropic)] == [
+        ("lookup", True),
+        ("mine", True),
+        ("bash", True),
+        ("web_search", False),
+        (None, False),
+    ]
+    assert [anthropic_server_tool(tool) for tool in anthropic] == [False, False, False, True, True]
+    chat = [
+        {"type": "function", "function": {"name": "f"}},
+        {"type": "custom", "custom": {"name": "c"}},
+        {"type": "browser_search"},
+        {"type": "text_editor_20250728", "name": "str_replace_based_edit_tool"},
+    ]
+    assert [(t.name, t.own) for t in option_tools("openai_compat", chat)] == [
+        ("f", True),
+        ("c", True),
+        (None, False),
+        ("str_replace_based_edit_tool", True),
+    ]
+    responses = [
+        {"type": "namespace", "name": "crm", "tools": []},
+        {"type": "tool_search"},
+        {"type": "mcp", "server_label": "docs"},
+        {"type": "image_generation"},
+    ]
+    assert [(t.name, t.own) for t in option_tools("openai_responses", responses)] == [
+        (None, True),
+        (None, False),
+        (None, False),
+        (None, False),
+    ]

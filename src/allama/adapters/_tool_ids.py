@@ -40,7 +40,11 @@ from allama.types import (
 )
 
 __all__ = [
+    "ANTHROPIC_CLIENT_TOOLS",
+    "ANTHROPIC_SERVER_TOOLS",
     "OptionTool",
+    "anthropic_client_tool",
+    "anthropic_server_tool",
     "option_tools",
     "own_option_tools",
     "results_in_call_order",
@@ -313,8 +317,57 @@ def _positions(places: list[int]) -> str:
 # The tools a body option gives
 
 _FUNCTION_TYPES = ("function", "custom")
-"""The types of the tools the caller runs, on OpenAI's wires and Ollama's: a function, or a
-custom tool (free-text input); every other type is the provider's own (web search)."""
+"""The types of the tools the caller runs on Chat Completions and Ollama: a function, or a
+custom tool (free-text input). Every other type there is the provider's own (Groq's browser
+search), but for the Anthropic client tools a gateway serving Claude takes
+(`anthropic_client_tool`)."""
+
+ANTHROPIC_SERVER_TOOLS = (
+    "web_search_",
+    "web_fetch_",
+    "code_execution_",
+    "advisor_",
+    "tool_search_tool_",
+    "mcp_toolset",
+)
+"""How the types of the tools Anthropic runs itself begin (its tool reference). Every other
+tool is a client tool, run by the caller ("your application handles execution"): a custom
+one (no `type`, or `custom`), and the typed ones Anthropic defines the input of
+(`ANTHROPIC_CLIENT_TOOLS`)."""
+
+ANTHROPIC_CLIENT_TOOLS = ("bash_", "text_editor_", "computer_", "memory_")
+"""How the types of Anthropic's typed client tools begin (`bash_20250124`,
+`text_editor_20250728`, `computer_20250124`, `memory_20250818`): the caller runs their
+calls, as a custom tool's."""
+
+_RESPONSES_OWN = frozenset(
+    {"function", "custom", "computer_use_preview", "computer", "local_shell", "apply_patch"}
+)
+"""The types of the Responses API's tools whose calls the caller runs and answers: a
+function or custom tool, the computer use tools (the caller takes the actions and the
+screenshots), the local shell, and `apply_patch` (the caller applies the diff). `shell` is
+the caller's too unless it runs in a container OpenAI hosts (`_HOSTED_SHELL`); a
+`namespace` groups function and custom tools, and a client-run `tool_search` is answered
+by the caller. Every other type (web search, file search, code interpreter, MCP, image
+generation) is OpenAI's own."""
+
+_HOSTED_SHELL = frozenset({"container_auto", "container_reference"})
+"""The `environment` types of a `shell` tool whose commands OpenAI runs (hosted shell)."""
+
+
+def anthropic_server_tool(tool: object) -> bool:
+    """Whether a tool as Anthropic takes it (a body's, or a body option's) is one Anthropic
+    runs itself (`ANTHROPIC_SERVER_TOOLS`): web search, code execution... Any other object
+    is the caller's to run, a typed client tool (`bash_...`) as a custom one."""
+    kind = tool.get("type") if isinstance(tool, dict) else None
+    return isinstance(kind, str) and kind.startswith(ANTHROPIC_SERVER_TOOLS)
+
+
+def anthropic_client_tool(kind: object) -> bool:
+    """Whether a tool type is one of Anthropic's typed client tools
+    (`ANTHROPIC_CLIENT_TOOLS`), as a gateway serving Claude on Chat Completions takes them
+    (LiteLLM: `{"type": "bash_20250124", "name": "bash"}`): the caller runs their calls."""
+    return isinstance(kind, str) and kind.startswith(ANTHROPIC_CLIENT_TOOLS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,47 +378,69 @@ class OptionTool:
     """The name a call of it gives; `None` for a tool called by none (Gemini's Google
     Search, OpenAI's web search) or given as no object."""
     own: bool
-    """Whether the caller runs its calls (a function or custom tool): a tool of the
-    request's own, which an extraction refuses, where a server tool the provider runs
-    (web search, code execution) goes beside its schema."""
+    """Whether the caller runs its calls (a function or custom tool, a client tool such as
+    Anthropic's `bash_...` or OpenAI's computer use): a tool of the request's own, which an
+    extraction refuses, where a server tool the provider runs (web search, code execution)
+    goes beside its schema."""
     noun: str = "tool"
     """What it is called in a message."""
 
 
 def _anthropic_tools(tools: list[Any]) -> list[OptionTool]:
-    """Anthropic's tools: a custom tool has no `type`, or `custom`; the others (`web_search_
-    20250305`, `bash_20250124`) are called by their `name` too."""
+    """Anthropic's tools, each called by its `name`: a server tool (`anthropic_server_tool`)
+    is Anthropic's, any other the caller's (a custom tool, or a typed client tool such as
+    `bash_20250124`)."""
     found = []
     for tool in tools:
         name = tool.get("name") if isinstance(tool, dict) else None
-        kind = tool.get("type", "custom") if isinstance(tool, dict) else None
-        found.append(OptionTool(name if isinstance(name, str) else None, kind == "custom"))
+        own = isinstance(tool, dict) and not anthropic_server_tool(tool)
+        found.append(OptionTool(name if isinstance(name, str) else None, own))
     return found
 
 
 def _chat_tools(tools: list[Any]) -> list[OptionTool]:
     """Chat Completions' tools and Ollama's: a function's name is in its `function`, a
-    custom tool's in its `custom`; another type's, where it has one, beside its type."""
+    custom tool's in its `custom`; another type's, where it has one, beside its type (an
+    Anthropic client tool's, which is the caller's too)."""
     found = []
     for tool in tools:
         kind = tool.get("type") if isinstance(tool, dict) else None
-        own = kind in _FUNCTION_TYPES
+        nested = kind in _FUNCTION_TYPES
         spec = tool.get(kind) if isinstance(tool, dict) and isinstance(kind, str) else None
-        name = spec.get("name") if own and isinstance(spec, dict) else None
-        if not own and isinstance(tool, dict):
+        name = spec.get("name") if nested and isinstance(spec, dict) else None
+        if not nested and isinstance(tool, dict):
             name = tool.get("name")
+        own = nested or anthropic_client_tool(kind)
         found.append(OptionTool(name if isinstance(name, str) else None, own))
     return found
 
 
 def _responses_tools(tools: list[Any]) -> list[OptionTool]:
-    """The Responses API's tools, flat: `{"type": "function", "name": ...}`."""
+    """The Responses API's tools, flat: `{"type": "function", "name": ...}`; the caller's
+    own those of `_RESPONSES_OWN`, a local `shell`, a `namespace` (of function and custom
+    tools, whose calls give their own names) and a client-run `tool_search`."""
     found = []
     for tool in tools:
         kind = tool.get("type") if isinstance(tool, dict) else None
         name = tool.get("name") if isinstance(tool, dict) else None
-        found.append(OptionTool(name if isinstance(name, str) else None, kind in _FUNCTION_TYPES))
+        if kind == "namespace":
+            name = None  # (its calls name the tools in it)
+        found.append(OptionTool(name if isinstance(name, str) else None, _responses_own(tool)))
     return found
+
+
+def _responses_own(tool: object) -> bool:
+    """Whether the caller runs the calls of a Responses API tool (`_RESPONSES_OWN`)."""
+    if not isinstance(tool, dict):
+        return False
+    kind = tool.get("type")
+    if kind == "shell":
+        environment = tool.get("environment")
+        hosted = environment.get("type") if isinstance(environment, dict) else None
+        return hosted not in _HOSTED_SHELL
+    if kind == "tool_search":
+        return tool.get("execution") == "client"
+    return kind == "namespace" or kind in _RESPONSES_OWN
 
 
 def _gemini_tools(tools: list[Any]) -> list[OptionTool]:
@@ -404,11 +479,12 @@ def option_tools(namespace: str, tools: Any) -> list[OptionTool]:
 
 
 def own_option_tools(request: ChatRequest) -> list[OptionTool]:
-    """The tools of the caller's own (functions, custom tools) that the body options of
-    `request` give, each adapter's: they are the request's own tools as much as
-    `request.tools` are, and refused by an extraction the same way, whichever provider it
-    goes to (a request with its own tools fails the same way everywhere). Server tools (web
-    search) are not among them."""
+    """The tools of the caller's own (functions, custom tools, client tools such as
+    Anthropic's `bash_...` or OpenAI's computer use) that the body options of `request`
+    give, each adapter's: they are the request's own tools as much as `request.tools` are,
+    and refused by an extraction the same way, whichever provider it goes to (a request
+    with its own tools fails the same way everywhere). Server tools (web search) are not
+    among them."""
     own: list[OptionTool] = []
     for namespace in _OPTION_TOOLS:
         extra = request.option_json(namespace)

@@ -173,12 +173,14 @@ class Target:  # hashable: type schemas compare by identity
         derived = request.without_option(ExtractionMode)
         if self.wrapped:
             derived = derived.with_option_json(ROOT_OPTION, ROOT_KEY)
+        # The values are allama's own, built valid: checking them again would read the
+        # whole conversation again on every call (`_replaced`).
         if mode is ExtractionMode.NATIVE:
-            return derived.model_copy(update={"response_format": _native_format(self.type)})
+            return derived._replaced({"response_format": _native_format(self.type)})
         if mode is ExtractionMode.FORCED_TOOL:
             # `parallel_tool_calls` stays the caller's: the adapter knows its dialect's rule.
-            return derived.model_copy(
-                update={
+            return derived._replaced(
+                {
                     "tools": (_extraction_tool(self.type),),
                     "tool_choice": _FORCED_CHOICE,
                     "response_format": None,

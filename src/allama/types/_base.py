@@ -70,8 +70,9 @@ class Data(BaseModel):
 
     def _replaced(self, update: Mapping[str, Any]) -> Self:
         """`model_copy(update=...)` as pydantic makes it, the values taken as they are: for
-        a type's own methods, which have checked them (re-reading a long conversation at each
-        turn added would make building it quadratic)."""
+        a type's own methods, and for allama's own code with values it built or has already
+        validated (re-reading a long conversation at each turn added would make building it
+        quadratic)."""
         return super().model_copy(update=update)
 
     def to_json(self) -> str:

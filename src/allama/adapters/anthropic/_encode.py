@@ -39,6 +39,7 @@ from allama.adapters._http import (
 from allama.adapters._rewrites import cached_rewrite
 from allama.adapters._tool_ids import (
     ANTHROPIC_IDS,
+    anthropic_server_tool,
     repeated_in_body,
     repeated_tool_names,
     with_tool_ids,
@@ -1342,7 +1343,7 @@ class _Encoder:
         names = [
             f"`{tool.get('name')}`" if isinstance(tool.get("name"), str) else f"`{tool['type']}`"
             for tool in (tools if isinstance(tools, list) else ())
-            if isinstance(tool, dict) and _server_tool(tool) and tool.get("name") != forced
+            if isinstance(tool, dict) and anthropic_server_tool(tool) and tool.get("name") != forced
         ]
         if not names:
             return
@@ -1538,25 +1539,6 @@ def _forces(choice: object) -> bool:
     return isinstance(choice, dict) and choice.get("type") in ("tool", "any")
 
 
-_SERVER_TOOLS = (
-    "web_search_",
-    "web_fetch_",
-    "code_execution_",
-    "advisor_",
-    "tool_search_tool_",
-    "mcp_toolset",
-)
-"""How the types of the tools Anthropic runs itself begin (its tool reference): a body's
-other typed tools (`bash_20250124`, `text_editor_...`, `computer_...`, `memory_...`) are
-run by the caller, as custom tools are."""
-
-
-def _server_tool(tool: dict[str, Any]) -> bool:
-    """Whether a body's tool is one Anthropic runs itself (`_SERVER_TOOLS`)."""
-    kind = tool.get("type")
-    return isinstance(kind, str) and kind.startswith(_SERVER_TOOLS)
-
-
 def _refused_with_thinking(key: str, value: object) -> bool:
     """Whether Anthropic refuses a body's sampling field `key` at `value` with thinking on:
     `top_k` at all, `temperature` other than 1, `top_p` below 0.95."""
@@ -1579,9 +1561,15 @@ def _continued(message: AssistantMessage, layout: list[int | dict[str, Any]]) ->
     """Whether a turn that goes back whole is one Anthropic continues: it paused
     (`pause_turn`), or its code execution waits on tool calls (a call with its `caller`).
     Sent last, such a turn is continued as sent; a finished one (its searches done) is a
-    prefill like any other assistant turn, dropped where the request cannot continue it."""
+    prefill like any other assistant turn, dropped where the request cannot continue it.
+
+    A turn kept by an older version says neither: its resume names no issuer (a list of
+    blocks, or `{"container": ..., "blocks": [...]}`), and was written only for a paused
+    turn or code waiting on tool calls, so it is continued as it was then."""
     resume = message.provider_data.get(_NAMESPACE, {}).get(RESUME_KEY)
-    paused = isinstance(resume, dict) and resume.get(_PAUSED) is True
+    if not isinstance(resume, dict) or (_ISSUER not in resume and _PAUSED not in resume):
+        return True  # an older version's
+    paused = resume.get(_PAUSED) is True
     return paused or any(isinstance(item, dict) and "index" in item for item in layout)
 
 

@@ -516,7 +516,7 @@ class _Encoder:
             # not recorded: the provider decides.
             options = list(fmt.options or ())
             return {
-                "responseMimeType": "text/x.enum",
+                "responseMimeType": _CHOICE,
                 "responseSchema": {"type": "STRING", "enum": options},
             }
         if not self.family.json_with_tools and (built_in := self.option_built_in()):
@@ -643,25 +643,30 @@ class _Encoder:
             return []
         return _built_in(given)
 
-    def built_in_refused(self, built_in: list[str], what: str) -> UnsupportedError:
+    def built_in_refused(
+        self, built_in: list[str], what: str, *, output: str = "JSON output"
+    ) -> UnsupportedError:
         """The refusal, before sending and whatever the policy, of `what` (function
-        declarations, JSON output) beside the body option's built-in tools on a family that
-        answers 400 to either ("Tool use with function calling is unsupported", "Tool use
-        with a response mime type ... is unsupported"). Named on `options`, where the
-        built-in tools are given: neither side is dropped, and a forced tool in place of JSON
-        output would meet the same refusal."""
+        declarations, JSON output, another response mime type) beside the body option's
+        built-in tools on a family that answers 400 to either ("Tool use with function
+        calling is unsupported", "Tool use with a response mime type ... is unsupported"),
+        `output` the kind of output refused. Named on `options`, where the built-in tools
+        are given: neither side is dropped, and a forced tool in place of JSON output would
+        meet the same refusal."""
         names = ", ".join(f"`{name}`" for name in built_in)
         return self.degradations.unsupported(
             RequestField.OPTIONS,
             f"{self.where} answers 400 to {what} beside the built-in tools of the body option "
             f"`{BODY_OPTION}` ({names}): Gemini 2.x cannot mix built-in tools with function "
-            "calling or JSON output (Gemini 3 can)",
+            f"calling or {output} (Gemini 3 can)",
         )
 
     def check_built_in(self, body: dict[str, Any], generation: dict[str, Any]) -> None:
         """Refuse the body as it would go (`built_in_refused`): built-in tools beside
         function declarations (the request's, an extraction's tool, the body option's), or
-        beside JSON output the body option's `generationConfig` asks for."""
+        beside a response mime type but `text/plain`: JSON output, or a decision's choice
+        (`text/x.enum`), the request's or the body option's `generationConfig`'s. Gemini's
+        400 names any response mime type ("Tool use with a response mime type ...")."""
         if self.family.json_with_tools:
             return
         tools = body.get("tools")
@@ -674,8 +679,15 @@ class _Encoder:
             for tool in entries
         ):
             raise self.built_in_refused(built_in, "function declarations")
-        if generation.get("responseMimeType") == "application/json":
+        mime = generation.get("responseMimeType")
+        if mime == "application/json":
             raise self.built_in_refused(built_in, "JSON output")
+        if isinstance(mime, str) and mime.strip().lower() not in ("", _PLAIN):
+            what = f"the response mime type `{mime}`"
+            if mime == _CHOICE:
+                what = f"a choice of options (the response mime type `{_CHOICE}`)"
+            output = f"a response mime type other than `{_PLAIN}`"
+            raise self.built_in_refused(built_in, what, output=output)
 
     def declaration(self, tool: ToolDefinition) -> dict[str, Any]:
         # An object root, as the fields take: `{}` gets its `type`, a root `$ref` is
@@ -916,6 +928,12 @@ class _Encoder:
 
 _DECLARATIONS = ("functionDeclarations", "function_declarations")
 """A tool's function declarations, by both spellings (`_gemini_tools`)."""
+
+_CHOICE = "text/x.enum"
+"""The response mime type of Gemini's enum output: a `choice` response format."""
+_PLAIN = "text/plain"
+"""The response mime type of plain text, the only one Gemini 2.x takes beside its built-in
+tools."""
 
 
 def _built_in(tools: Any) -> list[str]:

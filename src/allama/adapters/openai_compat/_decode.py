@@ -4,8 +4,8 @@ Tool calls are read from the message, never inferred from `finish_reason` (OpenA
 named `tool_choice` with `stop`, which is read as `tool_calls` where the message holds calls,
 as the other dialects' stops are); the deprecated `function_call` counts as one, and so does a
 call of a tool of another type (OpenAI's `custom` tools, given through the body option), its
-`input` the arguments, free text as given. A refusal
-(`message.refusal`) becomes a refusal block; reasoning text (`reasoning` or
+`input` the arguments, free text as given. A refusal (`message.refusal`, or a `refusal`
+part of a `content` list) becomes a refusal block; reasoning text (`reasoning` or
 `reasoning_content`) a reasoning block; reasoning and cached token counts go into `Usage`.
 A choice that Azure's content filter stopped may have no message at all: it is a response
 with no content and finish reason `content_filter`, its usage kept. A choice that carries an
@@ -57,15 +57,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from allama._degradations import FIRST_CHOICE_ONLY
-from allama._printable import storable
 from allama.adapters._http import wire_json
 from allama.adapters._logprobs import merged_characters, openai_logprobs
 from allama.adapters._not_a_response import not_a_response
+from allama.adapters._surrogates import LONE_SURROGATES
+from allama.adapters._surrogates import holds_lone_surrogate as _holds_lone_surrogate
+from allama.adapters._surrogates import lone_surrogates as _lone_surrogates
+from allama.adapters._surrogates import storable_json as _storable_json
 from allama.adapters.openai_compat._errors import (
     error_from_payload,
     error_from_response,
@@ -123,6 +126,7 @@ __all__ = [
     "choice_error",
     "finish_error",
     "content_parts",
+    "message_parts",
     "filter_explanation",
     "decode_body",
     "decode_response",
@@ -165,9 +169,9 @@ the tokens of each model the system ran, beside the usage it reports for the req
 
 CONTENT_PARTS_KEY = "content_parts"
 """The parts of `message.content` (a list) that no text was read from (of a type allama does
-not know, with no string `text`: an image, a refusal part, a reference), verbatim, in order;
-a stream's are appended in order. The answer says so in a warning (`UNREAD_PARTS`): its
-text, read from the other parts, may not be all the model said."""
+not know, with no string `text`: an image, a reference; a stream's refusal part), verbatim,
+in order; a stream's are appended in order. The answer says so in a warning
+(`UNREAD_PARTS`): its text, read from the other parts, may not be all the model said."""
 
 OTHER_CHOICES_KEY = "other_choices"
 """The choices after the first, which allama does not read: a list, by index, of
@@ -334,17 +338,43 @@ _REASONING_PARTS = frozenset({"thinking", "reasoning", "reasoning_text"})
 gateway passes its parts on)."""
 
 
+class Parts(NamedTuple):
+    """What a `content` field holds (`message_parts`)."""
+
+    text: str
+    thinking: str
+    refusal: str
+    """The text of its refusal parts (`{"type": "refusal", "refusal": ...}`)."""
+    unread: list[Any]
+    """The parts no text was read from, verbatim (`CONTENT_PARTS_KEY`)."""
+
+
+def message_parts(content: str | list[Any] | None) -> Parts:
+    """The text, the reasoning and the refusal in a `content` field (a string, or a list of
+    parts), and the parts no text was read from, verbatim (`CONTENT_PARTS_KEY`). A part's
+    string `text` is text whatever its type is called (`text`, the Responses API's
+    `output_text`, none), and a bare string part too; reasoning where its type says so
+    (`_REASONING_PARTS`); a `refusal` part's string `refusal` (the part OpenAI's assistant
+    content holds, and a gateway may answer with) is a refusal, as `message.refusal` is: an
+    extraction reports the model's refusal, not an answer it cannot parse."""
+    return _parts(content, refusals=True)
+
+
 def content_parts(content: str | list[Any] | None) -> tuple[str, str, list[Any]]:
-    """The text and the reasoning in a `content` field (a string, or a list of parts), and
-    the parts no text was read from, verbatim (`CONTENT_PARTS_KEY`). A part's string `text`
-    is text whatever its type is called (`text`, the Responses API's `output_text`, none),
-    and a bare string part too; reasoning where its type says so (`_REASONING_PARTS`)."""
+    """`message_parts`' text, reasoning and unread parts, a refusal part among those: how a
+    stream's delta is read."""
+    text, thinking, _, unread = _parts(content, refusals=False)
+    return text, thinking, unread
+
+
+def _parts(content: str | list[Any] | None, *, refusals: bool) -> Parts:
     if content is None:
-        return "", "", []
+        return Parts("", "", "", [])
     if isinstance(content, str):
-        return content, "", []
+        return Parts(content, "", "", [])
     texts: list[str] = []
     thinking: list[str] = []
+    refused: list[str] = []
     unread: list[Any] = []
     for part in content:
         if isinstance(part, str):
@@ -371,9 +401,11 @@ def content_parts(content: str | list[Any] | None) -> tuple[str, str, list[Any]]
                 unread.append(part)
         elif isinstance(text, str):
             texts.append(text)
+        elif refusals and kind == "refusal" and isinstance(part.get("refusal"), str):
+            refused.append(part["refusal"])
         else:
             unread.append(part)
-    return "".join(texts), "".join(thinking), unread
+    return Parts("".join(texts), "".join(thinking), "".join(refused), unread)
 
 
 UNREAD_PARTS = (
@@ -473,7 +505,7 @@ def _blocks(
     message: WireMessage, *, think_tags: bool = False
 ) -> tuple[list[ContentBlock], list[Any]]:
     """The blocks of a message, and the parts of its content no text was read from."""
-    text, thinking, unread = content_parts(message.content)
+    text, thinking, refused, unread = message_parts(message.content)
     reasoning = reasoning_text(message.reasoning, message.reasoning_content) + thinking
     split = leading_think(text) if think_tags else None
     if split is not None:
@@ -485,8 +517,11 @@ def _blocks(
         blocks.append(Reasoning(text=reasoning))
     if text:
         blocks.append(TextPart(text=text))
-    if message.refusal:
-        blocks.append(Refusal(text=message.refusal))
+    refusal = message.refusal or ""
+    if refused and refused != refusal:  # (one refusal given both ways is said once)
+        refusal = refused + refusal
+    if refusal:
+        blocks.append(Refusal(text=refusal))
     calls = message.tool_calls or ()
     for position, call in enumerate(calls):
         name, arguments = call.named()
@@ -602,19 +637,6 @@ def refit(shape: type[_Fitted], data: bytes | str, invalid: ValidationError) -> 
         return None
 
 
-LONE_SURROGATES = (
-    "the provider sent text that holds half of a character (a lone surrogate, escaped as "
-    "`\\ud83d`), which UTF-8 cannot carry: each such half was read as U+FFFD"
-)
-"""The warning on a response whose body escaped half of a character (`_lone_surrogates`)."""
-
-
-def _lone_surrogates(provider: str | None) -> Warning:
-    """The warning on an answer read with its lone surrogates as U+FFFD."""
-    warning = Warning.approximated(RequestField.OPTIONS, LONE_SURROGATES)
-    return warning if provider is None else warning.with_provider(provider)
-
-
 def _lone_surrogates_replaced(body: bytes | str, invalid: ValidationError) -> str | None:
     """`body` written again with each lone surrogate in it (a key's or a string's, which
     pydantic-core refuses as JSON) as U+FFFD, as the ledger and a next turn can carry it;
@@ -628,30 +650,6 @@ def _lone_surrogates_replaced(body: bytes | str, invalid: ValidationError) -> st
         return json.dumps(_storable_json(payload))
     except (ValueError, RecursionError):
         return None
-
-
-def _holds_lone_surrogate(value: Any) -> bool:
-    """Whether a string in JSON data (a key too) holds a lone surrogate."""
-    if isinstance(value, str):
-        return storable(value) != value
-    if isinstance(value, list):
-        return any(_holds_lone_surrogate(item) for item in value)
-    if isinstance(value, dict):
-        return any(
-            _holds_lone_surrogate(key) or _holds_lone_surrogate(item) for key, item in value.items()
-        )
-    return False
-
-
-def _storable_json(value: Any) -> Any:
-    """JSON data with each lone surrogate in its strings (keys too) as U+FFFD (`storable`)."""
-    if isinstance(value, str):
-        return storable(value)
-    if isinstance(value, list):
-        return [_storable_json(item) for item in value]
-    if isinstance(value, dict):
-        return {storable(key): _storable_json(item) for key, item in value.items()}
-    return value
 
 
 def _refitted(
