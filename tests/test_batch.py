@@ -3523,6 +3523,39 @@ def test_a_failover_whose_backups_key_is_refused_runs_on_when_the_first_is_busy_
 
 
 @pytest.mark.parametrize(
+    "limit",
+    [
+        # A 429 the provider said not to send again (`x-should-retry: false`).
+        allama.RateLimitedError("Rate limit reached for requests").with_retryable(False),
+        # A request larger than the backup's limit per minute: no wait lets it through.
+        allama.RateLimitedError("Request too large: Limit 30000, Requested 45000.").with_retryable(
+            False
+        ),
+    ],
+)
+def test_a_failover_whose_backup_meets_its_rate_limit_sends_again_when_the_first_was_busy(
+    limit: allama.Error,
+) -> None:
+    # The failover moves on past every rate limit, as past a quota: the backup's limit is its
+    # account's, and the first, busy a moment, serves the input sent again.
+    busy_once = allama.mock.MockProvider(
+        [allama.OverloadedError("busy"), *['{"n": 1}'] * 4], name="openai"
+    )
+    limited = _always(limit, "deepseek")
+    run = allama.batch(
+        FailoverProvider([busy_once, limited]),
+        Row,
+        ["doc 1"],
+        request=TEMPLATE,
+        backoff=0.001,
+        rpm=60_000,  # (a 429 halves the rate: a guessed one of 60 a minute is 2 s a request)
+    )
+    (result,) = run
+    assert (outcome(result), result.value, result.attempts) == ("ok", Row(n=1), 2)
+    assert (busy_once.call_count, limited.call_count, run.summary.stopped) == (2, 1, None)
+
+
+@pytest.mark.parametrize(
     "backup",
     [allama.NotFoundError("no such model").with_status(404), allama.NetworkError("refused")],
 )

@@ -1302,6 +1302,41 @@ def test_a_provider_without_its_base_url_is_a_bad_argument_with_nothing_recorded
     assert not out.exists() and not Path(f"{out}.ledger.sqlite").exists()
 
 
+def test_a_presets_refusal_of_its_base_url_advises_in_the_commands_options(
+    row_type: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The refusal names another preset to build at the address: said as the command's
+    # --provider and --base-url, not as allama.provider(...), which the command has not.
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "https://api.deepseek.com/anthropic")
+    monkeypatch.delenv("OLLAMA_HOST", raising=False)
+    docs = folder(tmp_path, [1])
+    out = tmp_path / "out.jsonl"
+    command = ["batch", "run", str(docs), "--type", row_type, "--out", str(out), "--model", "m"]
+    assert main([*command, "--provider", "anthropic"]) == 2
+    assert capsys.readouterr().err == (
+        "allama batch run: the base URL (from ANTHROPIC_BASE_URL) is on api.deepseek.com, "
+        "DeepSeek's host, which serves DeepSeek's own models in Anthropic's dialect, not "
+        "Claude: use --provider anthropic-compatible --base-url URL\n"
+    )
+    ollama = ["--provider", "ollama", "--base-url", "http://localhost:11434/v1"]
+    assert main([*command, *ollama]) == 2
+    assert capsys.readouterr().err == (
+        "allama batch run: a base URL ending in /v1 is Ollama's OpenAI-compatible endpoint: "
+        "use --provider ollama-openai --base-url URL, or leave /v1 out\n"
+    )
+    azure = ["--provider", "azure-openai", "--base-url", "https://x.services.ai.azure.com/models"]
+    assert main([*command, *azure]) == 2
+    assert capsys.readouterr().err == (
+        "allama batch run: an endpoint ending in /models is Azure AI Foundry's model-inference "
+        "API, which serves models of many families: use --provider azure-foundry --base-url URL\n"
+    )
+    assert not out.exists() and not Path(f"{out}.ledger.sqlite").exists()
+
+
 def test_a_provider_without_its_key_is_a_bad_argument_with_nothing_recorded(
     server: BatchServer,
     row_type: str,

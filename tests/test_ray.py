@@ -623,6 +623,30 @@ def test_a_failover_whose_backup_failed_for_every_row_goes_on_while_its_primary_
     assert json.loads(second["value"]) == {"number": "A-1", "total": 2.0}
 
 
+def test_a_failover_whose_backup_met_its_rate_limit_sends_the_row_again_to_its_primary() -> None:
+    # The failover moves on past a 429 not to be sent again as past a quota: the backup's
+    # limit is its account's, and the primary, overloaded a moment, serves the row sent again.
+    from allama.wrappers import FailoverProvider
+
+    primary = MockProvider(
+        [allama.OverloadedError("busy").with_status(529), '{"number": "A-1", "total": 2}']
+    )
+    backup = MockProvider([allama.RateLimitedError("limit reached").with_retryable(False)])
+    extract = allama.ray.ExtractBatch(
+        Invoice,
+        provider=lambda: FailoverProvider([primary, backup]),
+        text_column="text",
+        model="m",
+        row_concurrency=1,
+        backoff=0.001,
+        rpm=60_000,  # (a 429 halves the rate: a guessed one of 60 a minute is 2 s a request)
+    )
+    (row,) = _run_batches(extract, pa.table({"text": ["a"]}))
+    assert row["error"] is None
+    assert json.loads(row["value"]) == {"number": "A-1", "total": 2.0}
+    assert (len(primary.requests), len(backup.requests)) == (2, 1)
+
+
 def test_rows_waiting_for_their_turn_when_the_key_is_refused_are_not_sent() -> None:
     mock = MockProvider([allama.AuthenticationError("bad key").with_status(401)])
     extract = allama.ray.ExtractBatch(
@@ -1000,6 +1024,60 @@ def test_a_floor_no_rows_call_can_meet_fails_the_actor_at_once() -> None:
             model="gpt-4.1-mini",
             min_enforcement="exact",
         )
+
+
+_NO_MODE = (
+    "deepseek: the provider reports that the model supports neither structured output nor "
+    "forced tool calls, so extraction mode `auto` has no mode to pick; set ExtractionMode "
+    "explicitly, or override the capability answers with a capability resolver"
+)
+
+
+def test_a_model_no_extraction_mode_can_serve_fails_before_any_row_as_a_batch_run_does() -> None:
+    # deepseek-reasoner takes neither a schema nor a forced tool: every row's call would fail
+    # `extraction_unsupported`, so the template is refused once, with a batch run's error.
+    from allama.extract import ModeUnsupportedError
+
+    options: dict[str, Any] = {"provider_options": {"api_key": "sk-test"}}
+    template = {"text_column": "text", "model": "deepseek-reasoner", "system": "Invoices."}
+    with pytest.raises(ModeUnsupportedError) as batched:
+        allama.batch(
+            allama.provider("deepseek", api_key="sk-test"),
+            Invoice,
+            ["doc"],
+            request=ChatRequest("deepseek-reasoner").system("Invoices."),
+        )
+    assert str(batched.value) == _NO_MODE
+    with pytest.raises(ModeUnsupportedError) as refused:
+        allama.ray.ExtractBatch(Invoice, provider="deepseek", **options, **template)
+    assert str(refused.value) == _NO_MODE
+    # A request function's requests cannot be planned without a row: each row's failure,
+    # nothing sent.
+    extract = allama.ray.ExtractBatch(
+        Invoice,
+        provider=lambda: allama.provider("deepseek", api_key="sk-test", base_url="http://x:9"),
+        request=lambda row: ChatRequest("deepseek-reasoner").user(row["text"]),
+    )
+    (row,) = _run_batches(extract, pa.table({"text": ["doc"]}))
+    assert row["error"] == f"extraction_unsupported: {_NO_MODE}"
+
+
+def test_a_model_no_extraction_mode_can_serve_fails_before_any_actor_starts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The preset's provider is built here already: its template is planned with it, the
+    # workers' key not needed (nothing is sent).
+    from allama.extract import ModeUnsupportedError
+
+    monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
+    ds: Any = object()  # never reached
+    template = {"provider": "deepseek", "text_column": "text", "model": "deepseek-reasoner"}
+    with pytest.raises(ModeUnsupportedError) as refused:
+        allama.ray.extract_dataset(ds, Invoice, **template)
+    assert str(refused.value) == _NO_MODE
+    # A model that can is not refused (the dataset is what fails, checked after).
+    with pytest.raises(TypeError, match=r"^ds must be a ray\.data\.Dataset, not object$"):
+        allama.ray.extract_dataset(ds, Invoice, **{**template, "model": "deepseek-chat"})
 
 
 def test_a_batch_that_is_not_a_pyarrow_table_is_refused_by_name() -> None:

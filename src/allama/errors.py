@@ -681,12 +681,14 @@ provider meets them, and another provider, with an account of its own, need not.
 def may_pass_again(error: Error) -> bool:
     """Whether sending again what ended in `error` may get through: it may pass itself (a
     provider overloaded a moment), or it is a failover's last provider refusing the account
-    (its key, its quota, a model it lacks), which says nothing of the request, after a
-    provider whose error may pass. A refusal of the request (too long, invalid) is met
-    again, and paid again where it was billed."""
+    (its key, its quota, a model it lacks) or meeting its rate limit (any `RateLimitedError`,
+    one no wait gets through too, which a failover moves on past as it does a quota), which
+    says nothing of the request, after a provider whose error may pass. A refusal of the
+    request (too long, invalid) is met again, and paid again where it was billed."""
     if error.retryable:
         return True
-    return isinstance(error, (*ACCOUNT_REFUSALS, NotFoundError)) and any(
+    of_the_account = (*ACCOUNT_REFUSALS, RateLimitedError, NotFoundError)
+    return isinstance(error, of_the_account) and any(
         link.retryable for link in errors_in_chain(error)
     )
 

@@ -105,7 +105,7 @@ from allama.errors import (
     text_of,
 )
 from allama.extract import ExtractionMetadata, Extractor, SchemaEnforcement
-from allama.extract._engine import check_floor_before_sending
+from allama.extract._engine import check_floor_before_sending, plan
 from allama.schema import type_schema
 from allama.types import ChatRequest
 
@@ -433,6 +433,17 @@ def _template(
     return request
 
 
+def _check_template(
+    provider: ChatProvider, tp: Any, template: ChatRequest, extractor: Extractor
+) -> None:
+    """A call no row's request can make (each is `template` with its text added: no
+    extraction mode left to pick, a field the provider refuses, a floor it cannot meet):
+    raised once, as a batch run's template is, before any row is sent, not as every row's
+    failure."""
+    plan(provider, tp, template.user("a document"))
+    check_floor_before_sending(extractor._settings, provider, tp, template, stream=False)
+
+
 class ExtractBatch:
     """The callable class for `Dataset.map_batches` (`batch_format="pyarrow"`, an actor pool).
 
@@ -538,11 +549,7 @@ class ExtractBatch:
         if unsendable is not None:
             raise ValueError(unsendable)
         if self._template is not None:
-            # A floor no row's call can meet (each is the template with its text added):
-            # said once, before any row is sent, not as every row's failure.
-            check_floor_before_sending(
-                self._extractor._settings, self._provider, tp, self._template, stream=False
-            )
+            _check_template(self._provider, tp, self._template, self._extractor)
 
     @property
     def provider(self) -> ChatProvider:
@@ -841,11 +848,25 @@ def extract_dataset(
     )
     max_attempts = _check_retries(max_attempts, backoff)
     RateLimiter(rpm, tpm)
-    if text_column is not None:
-        _template(model, system, prompt, max_output_tokens, temperature)
+    template = (
+        None
+        if text_column is None
+        else _template(model, system, prompt, max_output_tokens, temperature)
+    )
     type_schema(tp)  # a type pydantic cannot handle fails here, not in every row
+    extractor = Extractor(  # wrong settings fail here, named, rather than in each actor
+        repair=repair,
+        retries=retries,
+        allow_undeclared_keys=allow_undeclared_keys,
+        min_enforcement=min_enforcement,
+    )
     if isinstance(provider, str):
-        allama.provider(provider, **(provider_options or {})).close()  # a bad name fails here
+        made = allama.provider(provider, **(provider_options or {}))  # a bad name fails here
+        try:
+            if template is not None:  # (a factory's provider is built by each actor alone)
+                _check_template(made, tp, template, extractor)
+        finally:
+            made.close()
     settings: dict[str, Any] = {
         "tp": tp,
         # Ray writes the step's arguments out as text (its export events, the plan): a key
@@ -869,12 +890,6 @@ def extract_dataset(
         "rpm": rpm,
         "tpm": tpm,
     }
-    Extractor(  # wrong settings fail here, named, rather than in each actor
-        repair=repair,
-        retries=retries,
-        allow_undeclared_keys=allow_undeclared_keys,
-        min_enforcement=min_enforcement,
-    )
     _check_picklable(settings)
     _check_pool(ds, concurrency, batch_size, num_cpus)
     # A column extraction adds, or a text column no row has, when the schema is known

@@ -676,7 +676,7 @@ def _prepare(args: argparse.Namespace) -> _Prepared:
     try:
         provider = allama.provider(named, **options)
     except (ValueError, TypeError) as error:
-        raise _Usage(str(error)) from None
+        raise _Usage(_in_command_terms(str(error))) from None
     unpriced = None if args.max_cost is None else unpriced_provider(provider)
     if unpriced is not None:
         # Checked before a local model is started: no answer could say what it cost.
@@ -2013,9 +2013,17 @@ def _said(error: Exception) -> str:
     return f"{type(error).__name__}: {_shorten(_in_command_terms(text_of(error)))}"
 
 
+_PROVIDER_ADVICE = re.compile(r"allama\.provider\('([\w.-]+)', (?:base_url|endpoint)=\.\.\.\)")
+"""A refusal's advice to build another preset's provider at an address (the anthropic
+preset's for a vendor's own host, ollama's for its `/v1`, azure-openai's for `/models`)."""
+
+
 def _in_command_terms(text: str) -> str:
-    """The command has no `api_key=`: its environment variable is the way."""
-    return text.replace("pass api_key= or set", "set")
+    """The library's advice in the command's options: it has no `api_key=` (its
+    environment variable is the way), and builds the provider of `--provider` at
+    `--base-url`, not by `allama.provider(...)`."""
+    text = text.replace("pass api_key= or set", "set")
+    return _PROVIDER_ADVICE.sub(r"--provider \1 --base-url URL", text)
 
 
 def _shorten(text: str, limit: int = 160) -> str:
