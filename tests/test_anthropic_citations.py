@@ -264,20 +264,23 @@ def test_body_keeps_citations_by_content_position() -> None:
         "anthropic": {
             "server_blocks": [SEARCH_CALL, SEARCH_RESULT, FETCH_CALL, FETCH_RESULT],
             # It searched before its tool call: it goes back whole, the results with it.
-            "resume": [
-                0,
-                SEARCH_CALL,
-                SEARCH_RESULT,
-                1,
-                2,
-                3,
-                FETCH_CALL,
-                FETCH_RESULT,
-                4,
-                5,
-                6,
-                7,
-            ],
+            "resume": {
+                "paused": False,
+                "blocks": [
+                    0,
+                    SEARCH_CALL,
+                    SEARCH_RESULT,
+                    1,
+                    2,
+                    3,
+                    FETCH_CALL,
+                    FETCH_RESULT,
+                    4,
+                    5,
+                    6,
+                    7,
+                ],
+            },
             "citations": CITED_ENTRIES,
             "usage_details": DETAILS,
         }
@@ -297,7 +300,10 @@ def test_a_body_without_citations_has_no_key(citations: Any) -> None:
         block["citations"] = citations
     response = decode(message([block, SEARCH_CALL, {"type": "text", "text": "more"}]))
     assert response.provider_data == {
-        "anthropic": {"server_blocks": [SEARCH_CALL], "resume": [0, SEARCH_CALL, 1]}
+        "anthropic": {
+            "server_blocks": [SEARCH_CALL],
+            "resume": {"paused": False, "blocks": [0, SEARCH_CALL, 1]},
+        }
     }
     assert response.provider_value(NAMESPACE, CITATIONS_KEY) is None
 
@@ -308,7 +314,7 @@ def test_citations_on_a_server_block_stay_in_the_block() -> None:
     assert response.provider_data == {
         "anthropic": {
             "server_blocks": [future],
-            "resume": [future, 0],
+            "resume": {"paused": False, "blocks": [future, 0]},
             "citations": [{"index": 0, "citations": [PAGE]}],
         }
     }
@@ -362,7 +368,9 @@ def test_citations_are_reported_right_after_their_block_stops() -> None:
             key="citations",
             value=[{"index": 0, "citations": [PAGE, CHAR]}],
         ),
-        ProviderDataEvent(namespace="anthropic", key="resume", value=[SEARCH_CALL, 0]),
+        ProviderDataEvent(
+            namespace="anthropic", key="resume", value={"paused": False, "blocks": [SEARCH_CALL, 0]}
+        ),
         Finish(finish_reason=FinishReason.STOP),
     ]
 

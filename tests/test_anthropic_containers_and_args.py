@@ -150,6 +150,7 @@ def test_the_container_is_kept_on_the_response_streamed_or_not(at_start: bool) -
     response = decode_response(200, {}, json.dumps(message).encode())
     assert response.provider_value("anthropic", "container") == CONTAINER
     assert response.provider_value("anthropic", "resume") == {
+        "paused": False,
         "container": CONTAINER,
         "blocks": [0, RUN, {"index": 1, "caller": CALLER}],
     }
@@ -205,6 +206,7 @@ def test_a_finished_turns_container_is_not_named_though_the_turn_goes_back_whole
     # A turn that ended with server blocks goes back whole (the model goes on from what it
     # ran), its container kept beside them.
     assert second.provider_value("anthropic", "resume") == {
+        "paused": False,
         "container": CONTAINER,
         "blocks": [RUN, 0],
     }

@@ -230,6 +230,7 @@ def test_every_block_type_maps_to_its_block() -> None:
             # It searched before its tool call: it goes back whole, the results with it.
             "resume": {
                 "issuer": "anthropic",
+                "paused": False,
                 "blocks": [0, 1, 2, MIXED["content"][3], WEB_RESULT, 3, 4],
             },
             "usage_details": {"service_tier": "standard"},
@@ -732,6 +733,7 @@ def test_stream_events_in_order_with_dense_indices() -> None:
             key="resume",
             value={
                 "issuer": "anthropic",
+                "paused": False,
                 "blocks": [0, 1, 2, MIXED["content"][3], WEB_RESULT, 3, 4],
             },
         ),
@@ -976,7 +978,9 @@ def test_an_unknown_block_keeps_its_streamed_text_and_citations() -> None:
     response = collect(decode_stream(data))
     assert response.content == ()
     block = {"type": "future_block", "text": "abc", "extra": 1, "citations": [citation]}
-    assert response.provider_data == {"anthropic": {"server_blocks": [block], "resume": [block]}}
+    assert response.provider_data == {
+        "anthropic": {"server_blocks": [block], "resume": {"paused": False, "blocks": [block]}}
+    }
 
 
 # Any message, streamed and split anywhere, collects to what its body decodes to.

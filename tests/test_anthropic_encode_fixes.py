@@ -865,7 +865,12 @@ def test_a_finished_turn_that_ran_code_goes_to_another_host_without_its_server_b
     # kept beside its blocks.
     assert turn.provider_data == {
         "anthropic": {
-            "resume": {"issuer": "anthropic", "container": CONTAINER, "blocks": [0, RUN, 1]}
+            "resume": {
+                "issuer": "anthropic",
+                "paused": False,
+                "container": CONTAINER,
+                "blocks": [0, RUN, 1],
+            }
         }
     }
     base_url, _, _ = OTHER_HOSTS["azure-anthropic"]

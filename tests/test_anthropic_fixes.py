@@ -385,7 +385,11 @@ SEARCHED: list[dict[str, Any]] = [THINKING, SEARCH, RESULT, CITED_TEXT, SAVE]
 def test_a_turn_that_searched_before_its_tool_call_keeps_its_order_streamed_or_not() -> None:
     message = _message(SEARCHED, "tool_use")
     response = _decode(message)
-    assert response.provider_value("anthropic", "resume") == [0, SEARCH, RESULT, 1, 2]
+    # Not paused, and says so (`test_a_finished_turn_that_searched_is_marked_not_paused_...`).
+    assert response.provider_value("anthropic", "resume") == {
+        "paused": False,
+        "blocks": [0, SEARCH, RESULT, 1, 2],
+    }
     assert _collect(decode_stream(_stream(message))) == response
 
 
@@ -430,11 +434,65 @@ def test_a_finished_turn_that_searched_goes_back_with_its_results() -> None:
 # other assistant turn: only a paused turn (or code waiting on tool calls) is continued.
 
 
-def test_a_finished_turn_that_searched_is_not_marked_paused_streamed_or_not() -> None:
+def test_a_finished_turn_that_searched_is_marked_not_paused_streamed_or_not() -> None:
+    """`"paused": false`, said: a resume that says neither that nor its issuer (a bare list
+    of blocks) is an older version's, written only for a paused turn, and continued."""
     message = _message([SEARCH, RESULT, CITED_TEXT])
     response = _decode(message)
-    assert response.provider_value("anthropic", "resume") == [SEARCH, RESULT, 0]
+    assert response.provider_value("anthropic", "resume") == {
+        "paused": False,
+        "blocks": [SEARCH, RESULT, 0],
+    }
     assert _collect(decode_stream(_stream(message))) == response
+    issued = decode_response(
+        200, {}, json.dumps(message).encode(), provider="anthropic"
+    ).provider_value("anthropic", "resume")
+    assert issued == {"issuer": "anthropic", "paused": False, "blocks": [SEARCH, RESULT, 0]}
+
+
+PREFILL_LEFT_OUT = (
+    "`claude-opus-5` on Anthropic does not continue a last assistant message (prefill); it "
+    "was left out"
+)
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["body", "stream"])
+def test_a_finished_turn_decoded_without_an_issuer_sent_last_is_not_continued(
+    streamed: bool,
+) -> None:
+    """Decoded with no provider named (no issuer in its resume), a finished turn is still
+    not taken for an older version's paused one: a prefill, left out where there is none."""
+    message = _message([SEARCH, RESULT, CITED_TEXT])
+    found = _collect(decode_stream(_stream(message))) if streamed else _decode(message)
+    request = ChatRequest("claude-opus-5").user("Find A.").push(found.to_assistant_message())
+    body, warnings = _sent(request)
+    assert body["messages"] == [{"role": "user", "content": "Find A."}]
+    assert [(w.kind, w.message) for w in _about(warnings, RequestField.MESSAGES)] == [
+        (WarningKind.UNSUPPORTED, PREFILL_LEFT_OUT)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("resume", "continued"),
+    [
+        ({"paused": False, "blocks": [SEARCH, RESULT, 0]}, False),
+        ({"paused": True, "blocks": [SEARCH, RESULT, 0]}, True),
+        ([SEARCH, RESULT, 0], True),  # an older version's: written only for a paused turn
+    ],
+    ids=["finished", "paused", "older"],
+)
+def test_the_encoder_continues_a_turn_only_where_its_resume_says_it_paused(
+    resume: Any, continued: bool
+) -> None:
+    content = (TextPart(text=CITED_TEXT["text"]),)
+    turn = AssistantMessage(content=content, provider_data={"anthropic": {"resume": resume}})
+    body, warnings = _sent(ChatRequest("claude-opus-5").user("Find A.").push(turn))
+    text = {"type": "text", "text": CITED_TEXT["text"]}
+    whole = {"role": "assistant", "content": [SEARCH, RESULT, text]}
+    assert body["messages"][1:] == ([whole] if continued else [])
+    assert [w.message for w in _about(warnings, RequestField.MESSAGES)] == (
+        [] if continued else [PREFILL_LEFT_OUT]
+    )
 
 
 @pytest.mark.parametrize(

@@ -399,8 +399,8 @@ def test_the_callers_tools_are_refused_where_the_prompt_alone_holds_the_answer()
 
 OPTION_CONFLICT = (
     "{}: extraction cannot be combined with request tools, which the body option `{}` gives "
-    "as function tools in its `tools`; take them out of that option, or start a fresh "
-    "request from the messages"
+    "as tools the caller runs (function, custom or client tools) in its `tools`; take them "
+    "out of that option, or start a fresh request from the messages"
 )
 LOOKUP = {"type": "object", "properties": {"q": {"type": "string"}}}
 OPTION_FUNCTIONS = {

@@ -658,11 +658,16 @@ def test_parts_with_no_text_are_kept_verbatim_with_a_warning() -> None:
         {"type": "reasoning_text", "text": "the capital"},
         IMAGE,
         {"type": "output_text", "text": "Paris."},
+        REFUSAL_PART,  # (read as the refusal, body and stream: not an unread part)
         7,
     ]
     target, _ = provider("openai", (200, _changed({}, {"message": {"content": content}})))
     answer: ChatResponse = target.chat(ChatRequest("m").user("capital of France?"))
-    assert answer.content == (Reasoning(text="the capital"), TextPart(text="Paris."))
+    assert answer.content == (
+        Reasoning(text="the capital"),
+        TextPart(text="Paris."),
+        Refusal(text="no"),
+    )
     assert answer.provider_data == {"openai": {"content_parts": [IMAGE, 7]}}
     assert [(w.kind, w.message, w.provider) for w in answer.warnings] == [
         ("unsupported", UNREAD_PARTS_WARNING, "openai")
@@ -671,7 +676,7 @@ def test_parts_with_no_text_are_kept_verbatim_with_a_warning() -> None:
     data = sse(
         chunk({"content": [content[0], IMAGE]}),
         chunk({"content": [content[2]]}),
-        chunk({"content": [7]}, "stop"),
+        chunk({"content": [REFUSAL_PART, 7]}, "stop"),
         chunk(None, usage=USAGE),
     )
     assert streamed("openai", data) == answer
@@ -701,6 +706,44 @@ def test_a_refusal_part_is_read_as_a_refusal(
 ) -> None:
     target, _ = provider("openai", (200, _changed({}, {"message": message})))
     answer: ChatResponse = target.chat(ChatRequest("m").user("x"))
+    assert answer.content == content
+    if unread:
+        assert answer.provider_data == {"openai": {"content_parts": unread}}
+        assert [w.message for w in answer.warnings] == [UNREAD_PARTS_WARNING]
+    else:
+        assert (answer.provider_data, answer.warnings) == ({}, ())
+
+
+@pytest.mark.parametrize(
+    ("deltas", "content", "unread"),
+    [
+        ([{"content": [REFUSAL_PART]}], (Refusal(text="no"),), []),
+        (
+            [{"content": [{"type": "text", "text": "Sorry: "}]}, {"content": [REFUSAL_PART]}],
+            (TextPart(text="Sorry: "), Refusal(text="no")),
+            [],
+        ),
+        ([{"content": [7, REFUSAL_PART]}], (Refusal(text="no"),), [7]),
+        # Given both ways in one delta, the one refusal is read once.
+        ([{"content": [REFUSAL_PART], "refusal": "no"}], (Refusal(text="no"),), []),
+        # In pieces, parts and the field: one refusal block, in the order they came.
+        (
+            [
+                {"refusal": "I can"},
+                {"content": [{"type": "refusal", "refusal": "not help"}]},
+                {"refusal": " with that."},
+            ],
+            (Refusal(text="I cannot help with that."),),
+            [],
+        ),
+    ],
+    ids=["alone", "after-text", "beside-an-unread-part", "also-as-the-field", "in-pieces"],
+)
+def test_a_streamed_refusal_part_is_read_as_a_refusal(
+    deltas: list[dict[str, Any]], content: tuple[Any, ...], unread: list[Any]
+) -> None:
+    data = sse(*(chunk(delta) for delta in deltas), chunk({}, "stop"), chunk(None, usage=USAGE))
+    answer = streamed("openai", data)
     assert answer.content == content
     if unread:
         assert answer.provider_data == {"openai": {"content_parts": unread}}

@@ -235,13 +235,15 @@ def test_gemini_2_5_json_output_beside_an_options_declarations_names_them() -> N
 
 
 # The conflict says where the tools came from, and is raised before any capability look-up.
+# Its words name every kind of tool the caller runs: an option may give client tools alone
+# (`bash_...`, computer use), which "function tools" would misname.
 
 
 def _conflict(provider: str, namespace: str) -> str:
     return (
         f"{provider}: extraction cannot be combined with request tools, which the body option "
-        f"`{namespace}` gives as function tools in its `tools`; take them out of that option, "
-        "or start a fresh request from the messages"
+        f"`{namespace}` gives as tools the caller runs (function, custom or client tools) in "
+        "its `tools`; take them out of that option, or start a fresh request from the messages"
     )
 
 
@@ -281,9 +283,10 @@ def test_the_conflict_names_the_request_tools_and_every_option_that_gives_some()
         allama.extract(target, Person, request)
     assert str(caught.value) == (
         "openai: extraction cannot be combined with request tools, which the request gives "
-        "in `tools` and the body options `anthropic` and `openai_compat` as function tools "
-        "in their `tools`; clear `tools` and `tool_choice` and take the function tools out "
-        "of those options, or start a fresh request from the messages"
+        "in `tools` and the body options `anthropic` and `openai_compat` as tools the caller "
+        "runs (function, custom or client tools) in their `tools`; clear `tools` and "
+        "`tool_choice` and take the tools the caller runs out of those options, or start a "
+        "fresh request from the messages"
     )
     assert recorder.bodies == []
 

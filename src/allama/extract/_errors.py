@@ -138,8 +138,9 @@ class ModeUnsupportedError(_Failure):
 
 class ToolConflictError(_Failure):
     """The request carries tools of its own, which extraction refuses in every mode: in
-    `tools`, or as function tools in a body option's `tools` (`option_tools` names those
-    options).
+    `tools`, or as tools the caller runs (function, custom or client tools, such as
+    Anthropic's `bash_...` or OpenAI's computer use) in a body option's `tools`
+    (`option_tools` names those options).
 
     Clear them (`request.without_tools()`, the option's `tools`) or start a fresh request
     from the messages.
@@ -150,16 +151,16 @@ class ToolConflictError(_Failure):
     request_tools: bool | None
     """Whether `request.tools` has tools; `None` (a conflict not told where) reads as yes."""
     option_tools: list[str] | None
-    """The body options (`openai_compat`, `anthropic`) that give function tools."""
+    """The body options (`openai_compat`, `anthropic`) that give tools the caller runs."""
 
     @classmethod
     def of(
         cls, provider: str, request: ChatRequest, mode: ExtractionMode
     ) -> ToolConflictError | None:
         """The conflict of `request`'s own tools with an extraction in `mode`, naming where
-        they are, or `None` where it has none. A body option's function and custom tools are
-        its own as much as `request.tools` are (`own_option_tools`): sent beside the schema,
-        the model could call one in place of answering."""
+        they are, or `None` where it has none. A body option's function, custom and client
+        tools are its own as much as `request.tools` are (`own_option_tools`): sent beside
+        the schema, the model could call one in place of answering."""
         given = sorted(
             namespace
             for namespace, value in request.options.items()
@@ -185,7 +186,10 @@ class ToolConflictError(_Failure):
         *first, last = (f"`{namespace}`" for namespace in self.option_tools)
         named = f"{', '.join(first)} and {last}" if first else last
         options = f"the body option{'s' if many else ''} {named}"
-        gives = f"as function tools in {'their' if many else 'its'} `tools`"
+        # Not function tools alone: a client tool (`bash_...`, computer use) is the
+        # caller's to run too (`own_option_tools`), and may be all an option gives.
+        kinds = "function, custom or client tools"
+        gives = f"as tools the caller runs ({kinds}) in {'their' if many else 'its'} `tools`"
         there = "those options" if many else "that option"
         if self.request_tools is False:
             return (
@@ -194,7 +198,8 @@ class ToolConflictError(_Failure):
             )
         return (
             f"{start}, which the request gives in `tools` and {options} {gives}; clear "
-            f"`tools` and `tool_choice` and take the function tools out of {there}, {fresh}"
+            f"`tools` and `tool_choice` and take the tools the caller runs out of {there}, "
+            f"{fresh}"
         )
 
 

@@ -8,12 +8,12 @@ blocks under `resume`, so that `to_assistant_message()` sends it back whole: Ant
 continues a paused turn only so, and the model goes on from a search (before a tool call or
 an answer) only with its results; so does a turn with a tool call made from code execution
 (a `tool_use` with a `caller`: the code waits on its result), the caller kept beside the
-call's index. A paused turn says so (`{"paused": true, "blocks": [...]}`): sent back last,
-it is continued (as one whose code waits is), where a finished turn is a prefill like any
-other assistant turn. The code execution container a message names is kept verbatim under
-`container`, and under `resume` (then
-`{"container": ..., "blocks": [...]}`, `blocks` only for a turn that goes back whole): the
-next request names it where the turn's code waits on tool calls, continued only there.
+call's index. Such a turn says whether it paused (`{"paused": true, "blocks": [...]}`, a
+finished one `"paused": false`): sent back last, a paused turn is continued (as one whose
+code waits is), where a finished turn is a prefill like any other assistant turn. The code
+execution container a message names is kept verbatim under `container`, and under `resume`
+(then `{"container": ..., "blocks": [...]}`, `blocks` only for a turn that goes back whole):
+the next request names it where the turn's code waits on tool calls, continued only there.
 `thinking` and `redacted_thinking` become reasoning blocks with their signature or data kept
 byte for byte (Anthropic checks them on the next turn). The citations of a text block are
 kept verbatim under `provider_data["anthropic"]["citations"]`: a list, in block order, of
@@ -101,7 +101,9 @@ whose server blocks and container go back to it alone."""
 PAUSED_KEY = "paused"
 """In `resume`, `true` for a turn Anthropic paused (`pause_turn`): sent back last, it is
 continued as it is, never dropped as a prefill the request cannot continue. A turn that
-goes back whole for its server blocks alone, finished, is a prefill like any other there."""
+goes back whole for its server blocks alone, finished, is a prefill like any other there:
+`false`, always written, since a resume that says neither this nor its issuer is an older
+version's, kept only for a paused turn, and continued."""
 USAGE_DETAILS_KEY = "usage_details"
 """What usage reports besides token counts that changes the bill, verbatim: whichever of
 `server_tool_use`, `cache_creation`, `service_tier`, `speed`, `inference_geo` and
@@ -286,17 +288,16 @@ def resume_of(
     holds server blocks: the searches and results the model goes on from, which a turn sent
     back without them loses), and the container it ran in, which the next request names;
     with the provider that issued the turn (`ISSUER_KEY`), where one is named, since they go
-    back there alone, and whether it paused (`PAUSED_KEY`), to be continued."""
+    back there alone, and whether it paused (`PAUSED_KEY`), to be continued: said of a
+    finished turn too, which a bare list of blocks would leave to be read as an older
+    version's paused one."""
     whole = paused or any(
         isinstance(item, dict) and ("index" in item or "type" in item) for item in layout
     )
     if not whole:
         return None if container is None else {"container": container}
-    if container is None and issuer is None and not paused:
-        return layout
     resume: dict[str, JsonValue] = {} if issuer is None else {ISSUER_KEY: issuer}
-    if paused:
-        resume[PAUSED_KEY] = True
+    resume[PAUSED_KEY] = paused
     if container is not None:
         resume["container"] = container
     resume["blocks"] = layout

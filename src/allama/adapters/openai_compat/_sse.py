@@ -36,7 +36,8 @@ decoder uses, so a collected stream equals the decoded body of the same message:
 - `USAGE_BREAKDOWN_KEY`: Groq's compound systems' `x_groq.usage_breakdown` on the final
   chunk (each model's tokens), verbatim.
 - `CONTENT_PARTS_KEY`: the parts of a `delta.content` list no text was read from, appended
-  in order, with the body's warning (`UNREAD_PARTS`) once.
+  in order, with the body's warning (`UNREAD_PARTS`) once. A `refusal` part is not among
+  them: it is the refusal, streamed as `delta.refusal` is (`message_parts`).
 - `USAGE_COST_KEY`: the money fields of each usage reported (the usage-only chunk, Groq's
   `x_groq.usage`, the usage of an error chunk or error event); the last one wins.
 - `AUDIO_TOKENS_KEY`: the audio tokens of each usage reported that has some (OpenAI's
@@ -85,12 +86,12 @@ from allama.adapters.openai_compat._decode import (
     USAGE_COST_KEY,
     audio_tokens_of,
     choice_error,
-    content_parts,
     filter_explanation,
     finish_error,
     finish_reason_of,
     kept_list,
     loose_usage,
+    message_parts,
     other_choice,
     reasoning_text,
     refit,
@@ -628,23 +629,26 @@ class ChatStreamDecoder:
             if not failed:
                 yield from self._late_verdict(choice)
             return
-        text, thinking, unread = content_parts(delta.content)
+        text, thinking, refused, unread = message_parts(delta.content)
+        refusal = delta.refusal or ""
+        if refused and refused != refusal:  # (one refusal given both ways is said once)
+            refusal = refused + refusal
         if unread:
             if not self._unread_parts:
                 yield WarningEvent(warning=unread_parts(self._provider))
             self._unread_parts.extend(unread)
             yield self._data(CONTENT_PARTS_KEY, list(self._unread_parts))
         reasoning = reasoning_text(delta.reasoning, delta.reasoning_content) + thinking
-        said = bool(text or reasoning or delta.refusal or delta.tool_calls)
+        said = bool(text or reasoning or refusal or delta.tool_calls)
         if self._think is not None and text:
             thought, text = self._think.feed(text)
             reasoning += thought
         yield from self._reasoning_and_text(reasoning, text)
-        if delta.refusal:
+        if refusal:
             index, new = self._block("refusal")
             if new:
                 yield BlockStart(index=index, block_type=StreamBlockType.REFUSAL)
-            yield RefusalDelta(index=index, text=delta.refusal)
+            yield RefusalDelta(index=index, text=refusal)
         for call in delta.tool_calls or ():
             key = self._tool_key(call)
             self._last_tool = key
