@@ -165,9 +165,10 @@ class Target:  # hashable: type schemas compare by identity
 
     def derive(self, request: ChatRequest, mode: ExtractionMode) -> ChatRequest:
         """`request` with the mode's fields replaced; every other field is kept. Tools of
-        the request's own, given as `tools` or as function tools in a body option's, are a
-        conflict in every mode (`own_option_tools`): a native pass would send them beside
-        the schema, and the model could call one in place of answering."""
+        the request's own, given as `tools` or as tools the caller runs (function, custom or
+        client tools) in a body option's, are a conflict in every mode (`own_option_tools`):
+        a native pass would send them beside the schema, and the model could call one in
+        place of answering."""
         if request.tools or own_option_tools(request):
             raise ToolConflictError(provider=self.provider, metadata=ExtractionMetadata.new(mode))
         derived = request.without_option(ExtractionMode)

@@ -128,9 +128,10 @@ MAX_OPTIONAL = 24
 MAX_UNIONS = 16
 
 _NAMESPACE = "anthropic"
-"""The `provider_data` namespace the decoder writes a turn's `RESUME_KEY` to: the blocks in
-order (a list) of a turn that goes back whole (one holding server tool blocks, paused, or
-whose code waits on tool calls), or `{"container": ..., "blocks": [...]}` for a turn that
+"""The `provider_data` namespace the decoder writes a turn's `RESUME_KEY` to:
+`{"paused": bool, "blocks": [...]}` for a turn that goes back whole (one holding server
+tool blocks, paused, or whose code waits on tool calls; an older version wrote the blocks
+alone, as a list, for a paused turn), or `{"container": ..., "blocks": [...]}` for a turn that
 ran in a code execution container (`blocks` when it goes back whole); a turn that goes back
 whole names the provider that issued it there too (`"issuer"`, where the decoder was told
 it), and goes back whole to that provider alone; a paused one says so (`"paused": true`)."""

@@ -30,7 +30,7 @@ prompt, where one notes something (`CONTENT_FILTER_RESULTS_KEY`,
 `PROMPT_FILTER_RESULTS_KEY`); Groq's compound systems' `message.executed_tools` (the
 searches and code runs the server made, with their results) under `EXECUTED_TOOLS_KEY`, and
 the `usage_breakdown` beside the usage (each model's tokens) under `USAGE_BREAKDOWN_KEY`;
-the parts of a `content` list that no text was read from (`content_parts`: a part's string
+the parts of a `content` list that no text was read from (`message_parts`: a part's string
 `text` is read whatever its type is called, a bare string too) under `CONTENT_PARTS_KEY`,
 with a warning (`UNREAD_PARTS`). An empty or absent list, or a usage without those fields
 (or with no audio tokens), leaves no key; a plain answer costs a few lookups in
@@ -125,7 +125,6 @@ __all__ = [
     "audio_tokens_of",
     "choice_error",
     "finish_error",
-    "content_parts",
     "message_parts",
     "filter_explanation",
     "decode_body",
@@ -169,7 +168,7 @@ the tokens of each model the system ran, beside the usage it reports for the req
 
 CONTENT_PARTS_KEY = "content_parts"
 """The parts of `message.content` (a list) that no text was read from (of a type allama does
-not know, with no string `text`: an image, a reference; a stream's refusal part), verbatim,
+not know, with no string `text`: an image, a reference), verbatim,
 in order; a stream's are appended in order. The answer says so in a warning
 (`UNREAD_PARTS`): its text, read from the other parts, may not be all the model said."""
 
@@ -357,17 +356,10 @@ def message_parts(content: str | list[Any] | None) -> Parts:
     (`_REASONING_PARTS`); a `refusal` part's string `refusal` (the part OpenAI's assistant
     content holds, and a gateway may answer with) is a refusal, as `message.refusal` is: an
     extraction reports the model's refusal, not an answer it cannot parse."""
-    return _parts(content, refusals=True)
+    return _parts(content)
 
 
-def content_parts(content: str | list[Any] | None) -> tuple[str, str, list[Any]]:
-    """`message_parts`' text, reasoning and unread parts, a refusal part among those: how a
-    stream's delta is read."""
-    text, thinking, _, unread = _parts(content, refusals=False)
-    return text, thinking, unread
-
-
-def _parts(content: str | list[Any] | None, *, refusals: bool) -> Parts:
+def _parts(content: str | list[Any] | None) -> Parts:
     if content is None:
         return Parts("", "", "", [])
     if isinstance(content, str):
@@ -401,7 +393,7 @@ def _parts(content: str | list[Any] | None, *, refusals: bool) -> Parts:
                 unread.append(part)
         elif isinstance(text, str):
             texts.append(text)
-        elif refusals and kind == "refusal" and isinstance(part.get("refusal"), str):
+        elif kind == "refusal" and isinstance(part.get("refusal"), str):
             refused.append(part["refusal"])
         else:
             unread.append(part)
@@ -412,7 +404,7 @@ UNREAD_PARTS = (
     "the provider answered with content parts allama reads no text from: they are kept "
     f"verbatim in `provider_data`, under `{CONTENT_PARTS_KEY}`"
 )
-"""The warning on an answer whose content holds parts of no text (`content_parts`)."""
+"""The warning on an answer whose content holds parts of no text (`CONTENT_PARTS_KEY`)."""
 
 
 def unread_parts(provider: str | None) -> Warning:
