@@ -154,6 +154,12 @@ def test_openai_reads_a_text_document_in_the_charset_its_media_type_names(
 
 INVOICE = "Invoice total: 42 €"
 CJK = "合計金額は四十二ユーロ"
+CHINESE = "一个人走在路上。\n他看见一棵树。\n一只鸟在唱歌。"
+JAPANESE = "\u3000吾輩は猫である。名前はまだ無い。\n\u3000どこで生れたかとんと見当がつかぬ。"
+CYRILLIC = "Привет мир"
+KOREAN = (
+    "대한민국은 민주공화국이다. 대한민국의 주권은 국민에게 있고, 모든 권력은 국민으로부터 나온다."
+)
 
 
 @pytest.mark.parametrize("preset", DOCUMENTS)
@@ -170,6 +176,14 @@ CJK = "合計金額は四十二ユーロ"
         pytest.param("utf-32", CJK.encode("utf-32-be"), CJK, id="utf32-be-cjk"),
         # No zero byte tells the order of CJK text in UTF-16: little-endian, as WHATWG reads it.
         pytest.param("utf-16", CJK.encode("utf-16-le"), CJK, id="utf16-cjk"),
+        # A character whose low byte is zero (`一`, the ideographic space) reads as Latin
+        # the other way: the spread of the high bytes tells the order, not such a byte.
+        pytest.param("utf-16", CHINESE.encode("utf-16-le"), CHINESE, id="utf16-le-chinese"),
+        pytest.param("utf-16", CHINESE.encode("utf-16-be"), CHINESE, id="utf16-be-chinese"),
+        pytest.param("utf-16", JAPANESE.encode("utf-16-le"), JAPANESE, id="utf16-le-japanese"),
+        pytest.param("utf-16", JAPANESE.encode("utf-16-be"), JAPANESE, id="utf16-be-japanese"),
+        pytest.param("utf-16", CYRILLIC.encode("utf-16-be"), CYRILLIC, id="utf16-be-cyrillic"),
+        pytest.param("utf-16", KOREAN.encode("utf-16-be"), KOREAN, id="utf16-be-korean"),
         # A mark decides the order, and is no part of the text.
         pytest.param(
             "utf-16", codecs.BOM_UTF16_LE + INVOICE.encode("utf-16-le"), INVOICE, id="le-mark"

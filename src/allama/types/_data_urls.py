@@ -200,19 +200,33 @@ def _marked_codec(codec: str, data: bytes) -> tuple[str, bytes]:
 
 
 def _sniffed_order(codec: str, data: bytes) -> str:
-    """The byte order (`le`, `be`) of UTF-16 or UTF-32 text without a byte-order mark, by
-    where its zero bytes fall: the one in which more of its units read as Latin text, or in
-    UTF-32 as any character (`_reads_as_text`). Little-endian where nothing tells (CJK text
-    in UTF-16), as the WHATWG Encoding Standard reads the label `utf-16`, and as such text
-    is written in the wild (Windows' and .NET's "Unicode"), not RFC 2781's big-endian."""
+    """The byte order (`le`, `be`) of UTF-16 or UTF-32 text without a byte-order mark.
+    UTF-16: the order in which its units' high bytes are fewer apart (`_high_bytes`): a
+    script's characters share a few high bytes (ASCII's is zero, CJK's fall in one block),
+    where their low bytes spread, so a character whose low byte is zero (`一`, U+4E00; the
+    ideographic space, U+3000) does not read as Latin the other way; where that does not
+    tell, the order in which more of its units read as Latin text (`_reads_as_text`). UTF-32:
+    the order in which more of its units are characters at all. Little-endian where nothing
+    tells, as the WHATWG Encoding Standard reads the label `utf-16`, and as such text is
+    written in the wild (Windows' and .NET's "Unicode"), not RFC 2781's big-endian."""
     size = 2 if codec == "utf-16" else 4
     sample = data[:_SNIFFED]
+    if size == 2:
+        big_spread, little_spread = _high_bytes(sample[0::2]), _high_bytes(sample[1::2])
+        if big_spread != little_spread:
+            return "be" if big_spread < little_spread else "le"
     big = little = 0
     for start in range(0, len(sample) - size + 1, size):
         unit = sample[start : start + size]
         big += _reads_as_text(int.from_bytes(unit, "big"), size)
         little += _reads_as_text(int.from_bytes(unit, "little"), size)
     return "be" if big > little else "le"
+
+
+def _high_bytes(bytes_: bytes) -> int:
+    """How many different values the high bytes of UTF-16 units take, read in one order
+    (every other byte of the text, from the first or the second)."""
+    return len(set(bytes_))
 
 
 def _reads_as_text(value: int, size: int) -> bool:
