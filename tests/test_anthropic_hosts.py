@@ -112,6 +112,43 @@ def test_the_anthropic_preset_refuses_a_host_serving_its_own_models(
     assert str(exported.value) == f"the base URL (from ANTHROPIC_BASE_URL) {why}"
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://api.deepseek.com./anthropic",  # (the fully qualified name)
+        "https://api.deepseek.com\u3002/anthropic",  # (an ideographic full stop is a dot)
+        "https://api.deepseek.com\uff0e/anthropic",
+        "https://api%2Edeepseek.com/anthropic",
+        "https://api.deepseek.com%2e/anthropic",
+        "https://API.DEEPSEEK.COM%E3%80%82/anthropic",
+    ],
+    ids=[
+        "trailing-dot",
+        "ideographic-stop",
+        "fullwidth-stop",
+        "escaped-dot",
+        "escaped-root",
+        "escaped-stop",
+    ],
+)
+def test_another_spelling_of_a_refused_host_is_that_host(
+    monkeypatch: pytest.MonkeyPatch, url: str
+) -> None:
+    """A name resolves the same with the root's dot, IDNA's full stops or escaped dots."""
+    why = (
+        "is on api.deepseek.com, DeepSeek's host, which serves DeepSeek's own models in "
+        f"Anthropic's dialect, not Claude: {ADVICE}"
+    )
+    monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
+    with pytest.raises(ValueError) as given:
+        allama.provider("anthropic", api_key="k", base_url=url)
+    assert str(given.value) == f"the base URL {why}"
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", url)
+    with pytest.raises(ValueError) as exported:
+        allama.provider("anthropic", api_key="k")
+    assert str(exported.value) == f"the base URL (from ANTHROPIC_BASE_URL) {why}"
+
+
 def test_a_gateway_stays_anthropic_and_the_vendors_go_through_anthropic_compatible(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -121,6 +158,9 @@ def test_a_gateway_stays_anthropic_and_the_vendors_go_through_anthropic_compatib
     # A host whose name only ends like one of theirs is not theirs.
     near = "https://notapi.deepseek.com.example/anthropic"
     assert allama.provider("anthropic", api_key="k", base_url=near).base_url == f"{near}/v1"
+    # Nor is a name under theirs that they do not document (a gateway may live there).
+    under = "https://proxy.api.deepseek.com./anthropic"
+    assert allama.provider("anthropic", api_key="k", base_url=under).base_url == f"{under}/v1"
     made = allama.provider("anthropic-compatible", api_key="k", base_url=DEEPSEEK)
     assert made.base_url == f"{DEEPSEEK}/v1"
 

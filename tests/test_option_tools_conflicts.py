@@ -406,6 +406,23 @@ CLIENT_TOOLS: list[tuple[str, str, dict[str, Any]]] = [
         },
     ),
     ("responses", "openai_responses", {"type": "tool_search", "execution": "client"}),
+    # OpenAI calls an MCP server's tools only once the caller approves each call (an
+    # `mcp_approval_request`, in an answer with no text): the default, "always", a filter.
+    (
+        "responses",
+        "openai_responses",
+        {"type": "mcp", "server_label": "x", "server_url": "https://x"},
+    ),
+    (
+        "responses",
+        "openai_responses",
+        {"type": "mcp", "server_label": "x", "require_approval": "always"},
+    ),
+    (
+        "responses",
+        "openai_responses",
+        {"type": "mcp", "server_label": "x", "require_approval": {"never": {"tool_names": ["a"]}}},
+    ),
     # A gateway serving Claude on Chat Completions (LiteLLM) takes Anthropic's client tools.
     ("openai", "openai_compat", {"type": "bash_20250124", "name": "bash"}),
 ]
@@ -487,6 +504,12 @@ def test_an_anthropic_server_tool_still_goes_beside_an_extraction(server: dict[s
         {"type": "shell", "environment": {"type": "container_reference", "container_id": "c"}},
         {"type": "tool_search", "execution": "server"},
         {"type": "code_interpreter", "container": {"type": "auto"}},
+        {
+            "type": "mcp",
+            "server_label": "x",
+            "server_url": "https://x",
+            "require_approval": "never",
+        },
     ],
     ids=lambda tool: "-".join(
         str(v) for v in (tool["type"], *tool.get("environment", {}).values())
@@ -540,11 +563,13 @@ def test_which_option_tools_are_the_callers_own_on_each_wire() -> None:
         {"type": "namespace", "name": "crm", "tools": []},
         {"type": "tool_search"},
         {"type": "mcp", "server_label": "docs"},
+        {"type": "mcp", "server_label": "docs", "require_approval": "never"},
         {"type": "image_generation"},
     ]
     assert [(t.name, t.own) for t in option_tools("openai_responses", responses)] == [
         (None, True),
         (None, False),
+        (None, True),
         (None, False),
         (None, False),
     ]

@@ -347,9 +347,10 @@ _RESPONSES_OWN = frozenset(
 function or custom tool, the computer use tools (the caller takes the actions and the
 screenshots), the local shell, and `apply_patch` (the caller applies the diff). `shell` is
 the caller's too unless it runs in a container OpenAI hosts (`_HOSTED_SHELL`); a
-`namespace` groups function and custom tools, and a client-run `tool_search` is answered
-by the caller. Every other type (web search, file search, code interpreter, MCP, image
-generation) is OpenAI's own."""
+`namespace` groups function and custom tools, a client-run `tool_search` is answered by
+the caller, and an `mcp` tool's calls wait for the caller's approval unless it says
+`require_approval: "never"`. Every other type (web search, file search, code interpreter,
+image generation) is OpenAI's own."""
 
 _HOSTED_SHELL = frozenset({"container_auto", "container_reference"})
 """The `environment` types of a `shell` tool whose commands OpenAI runs (hosted shell)."""
@@ -418,7 +419,8 @@ def _chat_tools(tools: list[Any]) -> list[OptionTool]:
 def _responses_tools(tools: list[Any]) -> list[OptionTool]:
     """The Responses API's tools, flat: `{"type": "function", "name": ...}`; the caller's
     own those of `_RESPONSES_OWN`, a local `shell`, a `namespace` (of function and custom
-    tools, whose calls give their own names) and a client-run `tool_search`."""
+    tools, whose calls give their own names), a client-run `tool_search` and an `mcp` tool
+    that waits for approval."""
     found = []
     for tool in tools:
         kind = tool.get("type") if isinstance(tool, dict) else None
@@ -430,7 +432,10 @@ def _responses_tools(tools: list[Any]) -> list[OptionTool]:
 
 
 def _responses_own(tool: object) -> bool:
-    """Whether the caller runs the calls of a Responses API tool (`_RESPONSES_OWN`)."""
+    """Whether the caller runs the calls of a Responses API tool (`_RESPONSES_OWN`), or
+    answers them: an `mcp` tool's calls wait for the caller's approval (an
+    `mcp_approval_request`, whose answer holds no text) unless it says
+    `require_approval: "never"`; a filter approving only some tools is read as waiting."""
     if not isinstance(tool, dict):
         return False
     kind = tool.get("type")
@@ -440,6 +445,8 @@ def _responses_own(tool: object) -> bool:
         return hosted not in _HOSTED_SHELL
     if kind == "tool_search":
         return tool.get("execution") == "client"
+    if kind == "mcp":  # (OpenAI calls the server, but waits for the caller to approve)
+        return tool.get("require_approval") != "never"
     return kind == "namespace" or kind in _RESPONSES_OWN
 
 

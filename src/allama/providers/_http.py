@@ -166,12 +166,24 @@ def _bare_host(url: str, host_suffix: str) -> bool:
     return parsed.host.endswith(host_suffix) and parsed.path in ("", "/")
 
 
+_FULL_STOPS = str.maketrans(dict.fromkeys("\u3002\uff0e\uff61", "."))
+"""The full stops IDNA (UTS #46) reads as a dot between labels (`api.deepseek.com。`)."""
+
+
 def _host_of(url: str) -> str | None:
-    """The host of `url`, in lower case (no port, user or path); `None` where it has none."""
+    """The host of `url` as it resolves (no port, user or path), so that another spelling
+    of a host is the same host: percent escapes decoded, compatibility forms folded
+    (NFKC), IDNA's full stops read as dots, in lower case, without the root's trailing dot
+    (`api.deepseek.com.`); `None` where it has none."""
+    import unicodedata
+    from urllib.parse import unquote
+
     try:
-        return httpx2.URL(url).host or None
+        host = httpx2.URL(url).host
     except httpx2.InvalidURL:
         return None
+    host = unicodedata.normalize("NFKC", unquote(host)).translate(_FULL_STOPS)
+    return host.lower().rstrip(".") or None
 
 
 def _lower_origin(url: str) -> str:
