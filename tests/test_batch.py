@@ -23,7 +23,7 @@ import threading
 import time
 import warnings
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any
@@ -3548,11 +3548,76 @@ def test_a_failover_whose_backup_meets_its_rate_limit_sends_again_when_the_first
         ["doc 1"],
         request=TEMPLATE,
         backoff=0.001,
-        rpm=60_000,  # (a 429 halves the rate: a guessed one of 60 a minute is 2 s a request)
+        rpm=60_000,  # (were it cut, a guessed rate of 60 a minute would be 2 s a request)
     )
     (result,) = run
     assert (outcome(result), result.value, result.attempts) == ("ok", Row(n=1), 2)
     assert (busy_once.call_count, limited.call_count, run.summary.stopped) == (2, 1, None)
+    # The 429 is met, but the input waited as the busy provider asked: the rate is not cut.
+    assert (run.summary.rate_limited, run.summary.slowdowns) == (1, 0)
+
+
+def _failing(times: int, error: Callable[[], Exception], name: str) -> allama.mock.FunctionProvider:
+    """A provider whose first `times` calls each raise an error of their own, as a provider's
+    calls do (one raised again would carry the failover's chain of an earlier call)."""
+    calls = itertools.count()
+
+    def answer(request: ChatRequest) -> ChatResponse:
+        if next(calls) < times:
+            raise error()
+        return ChatResponseBuilder().text('{"n": 1}').usage(5, 5).build()
+
+    return allama.mock.FunctionProvider(answer, name=name)
+
+
+@pytest.mark.parametrize(
+    "limit", ["Rate limit reached for requests", "Request too large: Limit 30000, Requested 45000."]
+)
+@pytest.mark.parametrize("asked", [None, 0.01])
+def test_a_failover_sent_again_past_its_backups_rate_limit_counts_its_tries_as_the_busy_one(
+    limit: str, asked: float | None
+) -> None:
+    # Sent again for the first provider, busy, not for the backup, which no wait gets through:
+    # each send is a try, as for an overloaded provider alone, and the run's rate is not cut,
+    # not at the last try either, for the wait the busy one asked.
+    busy = _failing(5, lambda: allama.OverloadedError("busy").with_retry_after(asked), "openai")
+    limited = _failing(
+        1_000, lambda: allama.RateLimitedError(limit).with_retryable(False), "deepseek"
+    )
+    run = allama.batch(
+        FailoverProvider([busy, limited]),
+        Row,
+        ["doc 1"],
+        request=TEMPLATE,
+        backoff=0.001,
+        max_attempts=3,
+        rpm=60_000,  # (were it cut, a guessed rate of 60 a minute would be 2 s a request)
+    )
+    (result,) = run
+    assert (outcome(result), result.attempts) == ("rate_limited", 3)
+    assert result.failure is not None and not result.failure.retryable
+    assert (busy.call_count, limited.call_count, run.summary.stopped) == (3, 3, None)
+    assert (run.summary.rate_limited, run.summary.slowdowns) == (3, 0)
+
+
+def test_a_failover_sent_again_past_its_backups_refused_key_waits_out_the_first_ones_429() -> None:
+    # Sent again for the first provider's rate limit, the backup's key refused: the run slows
+    # down for the 429, as for the first provider alone, and the send is no try of the input.
+    limited_twice = _failing(2, lambda: allama.RateLimitedError("Rate limit reached"), "openai")
+    refused = _failing(1_000, lambda: allama.AuthenticationError("key revoked"), "deepseek")
+    run = allama.batch(
+        FailoverProvider([limited_twice, refused]),
+        Row,
+        ["doc 1"],
+        request=TEMPLATE,
+        backoff=0.001,
+        max_attempts=1,
+        rpm=60_000,  # (cut, a guessed rate of 60 a minute would be 2 s a request)
+    )
+    (result,) = run
+    assert (outcome(result), result.value, result.attempts) == ("ok", Row(n=1), 3)
+    assert (limited_twice.call_count, refused.call_count, run.summary.stopped) == (3, 2, None)
+    assert (run.summary.rate_limited, run.summary.slowdowns) == (2, 1)
 
 
 @pytest.mark.parametrize(

@@ -2679,12 +2679,18 @@ class _Runner:
             record = ExtractionMetadata.from_error(outcome)
             step = _retry_step(outcome, tries, self.spec.max_attempts)
             asked = asked_wait(outcome)
-            if step is False and isinstance(outcome, RateLimitedError) and asked:
+            if step is False and isinstance(_passing(outcome), RateLimitedError) and asked:
                 # Too long a wait stops the run: the input is left for the run that follows,
-                # as one tried again would be, not failed for the provider's limit.
+                # as one tried again would be, not failed for the provider's limit. (A
+                # failover's backup at its limit after a busy provider asked for the busy
+                # one's wait: no cause to slow the run.)
                 step = _slow_down_unretried(self.limiter, asked, sent_at) or False
-            elif step is not True and isinstance(outcome, RateLimitedError):
-                self.limiter.rate_limited += 1  # met, though not waited for: counted too
+            elif isinstance(outcome, RateLimitedError) and (
+                step is not True or not isinstance(_passing(outcome), RateLimitedError)
+            ):
+                # Met, though not waited for (a failover's backup, sent again when its
+                # first provider was busy a moment): counted too.
+                self.limiter.rate_limited += 1
             if isinstance(step, str):
                 return await self._set_aside(
                     index, key, label, outcome, record, tries.attempts, began, spent, step
@@ -2716,7 +2722,7 @@ class _Runner:
                             self._ledger_broke(error)
                     self.paid_unfinished[key] = list(spent)
                 if self.stopping is None:
-                    limited = isinstance(outcome, RateLimitedError)
+                    limited = isinstance(_passing(outcome), RateLimitedError)
                     self.summary.retrying += not limited
                     try:
                         await self.limiter.sleep(
@@ -3433,8 +3439,9 @@ def _retry_step(error: Error, tries: _Tries, max_attempts: int) -> bool | str:
     """Whether an input whose call ended in `error` is sent again (`True`), ends with it
     (`False`), or is set aside, the run stopping, since the provider asked for a wait longer
     than a run makes (why, as a line). A rate limit is not counted as a try, up to
-    `_MAX_RATE_LIMITED` of them."""
-    if isinstance(error, RateLimitedError):
+    `_MAX_RATE_LIMITED` of them; a failover's sent again after its backup's rate limit is
+    counted as the error that may pass is (`_passing`)."""
+    if isinstance(_passing(error), RateLimitedError):
         # A rate limit slows the run; it is not the input's failure.
         tries.limited += 1
         tries.tried -= 1
@@ -3446,6 +3453,16 @@ def _retry_step(error: Error, tries: _Tries, max_attempts: int) -> bool | str:
     if retryable and too_long is not None:
         return too_long
     return retryable and tries.tried < max_attempts and tries.limited < _MAX_RATE_LIMITED
+
+
+def _passing(error: Error) -> Error:
+    """The error an input sent again after `error` waits out, which sets its pause and
+    whether it is counted as a try: `error` itself, or, a failover's last provider refusing
+    for good (a rate limit no wait passes, its account) after a provider whose error may pass
+    (`may_pass_again`), the newest of those."""
+    if error.retryable:
+        return error
+    return next((link for link in errors_in_chain(error) if link.retryable), error)
 
 
 def _too_long(asked: float | None) -> str | None:
@@ -3480,9 +3497,11 @@ def _retry_pause(
     request of the run, from now (`RateLimiter.slow_down`); an overloaded or failing server
     makes this input alone wait, at least as the provider asked and for a backoff doubling
     with each try, jittered (a few milliseconds asked at every try would spend its tries at
-    once)."""
+    once). A failover's sent again after its backup's rate limit waits as the error that may
+    pass asks (`_passing`): no wait lets the backup through, and a primary busy a moment is no
+    cause to slow the run."""
     asked = asked_wait(error)
-    if isinstance(error, RateLimitedError):
+    if isinstance(_passing(error), RateLimitedError):
         return limiter.slow_down(asked, sent_at)
     base = backoff * 2.0 ** min(tried - 1, 32)
     return max(asked or 0.0, min(60.0, base * (0.5 + rng.random() / 2)))
