@@ -310,10 +310,12 @@ def test_an_emoji_whose_halves_come_in_two_deltas_is_one_character_in_the_partia
 
 
 @pytest.mark.parametrize("mode", [NATIVE, FORCED])
-def test_an_escape_of_half_a_surrogate_pair_alone_ends_the_preview(mode: ExtractionMode) -> None:
-    """`"caf\\ud83d"` is a string Python's JSON reader takes and `finish()`'s does not: it
-    was shown complete (and no preview of it could be dumped), as was an open string's
-    `\\ude00` before its text went on."""
+def test_an_escape_of_half_a_surrogate_pair_alone_is_u_fffd_in_the_preview(
+    mode: ExtractionMode,
+) -> None:
+    """`"caf\\ud83d"` is a string Python's JSON reader keeps a lone half in, which no
+    preview could dump: shown as `finish()` reads it, U+FFFD (here `finish()` refuses the
+    key written twice), as is an open string's `\\ude00` before its text goes on."""
 
     class Row(BaseModel):
         name: str
@@ -324,8 +326,11 @@ def test_an_escape_of_half_a_surrogate_pair_alone_ends_the_preview(mode: Extract
         rows: list[Row]
 
     for chunks, shown in (
-        (['{"rows": [], "title": "caf\\ud83d", ', '"rows": [{"name": "ok", "qty": 2}]}'], ()),
-        (['{"rows": [], "title": "a\\ude00b and on', '", "rows": []}'], ("a",)),
+        (
+            ['{"rows": [], "title": "caf\\ud83d", ', '"rows": [{"name": "ok", "qty": 2}]}'],
+            ("caf\ufffd",),
+        ),
+        (['{"rows": [], "title": "a\\ude00b and on', '", "rows": []}'], ("a\ufffdb and on",)),
     ):
         provider = MockStreamingProvider.with_stream(events(chunks, mode))
         request = ChatRequest("m").user("extract").with_option(mode)
@@ -1711,8 +1716,9 @@ def test_a_long_text_being_written_is_decoded_once(monkeypatch: pytest.MonkeyPat
         # An escape cut off, and half a surrogate pair, wait for the rest of them.
         (['"caf\\u00', "e9 \\ud83d", "\\ude00 ok"], ["caf", "café ", "café 😀 ok"]),
         (['"a\\', '"b\\\\', "\\", "nc"], ["a", 'a"b\\', 'a"b\\', 'a"b\\\nc']),
-        # Half a pair alone ends the text shown there, whatever comes after it.
-        (['"ok \\ud83d', " x", "\\u00e9"], ["ok ", "ok ", "ok "]),
+        # Half a pair alone is U+FFFD (as `finish()` reads it) once what follows shows it
+        # alone.
+        (['"ok \\ud83d', " x", "\\u00e9"], ["ok ", "ok \ufffd x", "ok \ufffd x\u00e9"]),
         # Not JSON (a raw control character): shown as written, as before.
         (['"a\\n', "\x01b"], ["a\n", "a\\n\x01b"]),
     ],

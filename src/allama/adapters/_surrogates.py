@@ -10,7 +10,7 @@ import pydantic_core
 
 from allama._printable import storable
 from allama.adapters._http import wire_json
-from allama.types import RequestField, Warning
+from allama.types import ChatResponse, RequestField, Warning
 
 __all__ = [
     "LONE_SURROGATES",
@@ -18,6 +18,7 @@ __all__ = [
     "lone_surrogates",
     "read_storable_json",
     "storable_json",
+    "with_lone_surrogates",
 ]
 
 LONE_SURROGATES = (
@@ -31,6 +32,16 @@ def lone_surrogates(provider: str | None) -> Warning:
     """The warning on an answer read with its lone surrogates as U+FFFD."""
     warning = Warning.approximated(RequestField.OPTIONS, LONE_SURROGATES)
     return warning if provider is None else warning.with_provider(provider)
+
+
+def with_lone_surrogates(response: ChatResponse) -> ChatResponse:
+    """`response` told `lone_surrogates` (once): an answer whose output escaped half of a
+    character (a tool call's arguments, a text of JSON), read as U+FFFD where it was read,
+    as a body holding one is told."""
+    warning = lone_surrogates(response.provider)
+    if warning in response.warnings:
+        return response
+    return response.model_copy(update={"warnings": (*response.warnings, warning)})
 
 
 def holds_lone_surrogate(value: Any) -> bool:

@@ -17,6 +17,7 @@ from typing import Any, Generic, TypeVar
 from pydantic_core import from_json
 
 from allama._degradations import FORMAT_NOT_SENT, NOT_ON_STREAMS
+from allama.adapters._surrogates import with_lone_surrogates
 from allama.errors import (
     Error,
     RejectedOutputError,
@@ -473,8 +474,19 @@ def finish(
     parsed = _parse(response, metadata, named, settings, checked, stop)
     if isinstance(parsed, Rejection):
         raise _failed(parsed, metadata, response, named)
-    value, repaired, source = parsed
+    return _extracted(parsed, response, metadata)
+
+
+def _extracted(
+    parsed: tuple[Any, bool, str, bool], response: ChatResponse, metadata: ExtractionMetadata
+) -> Extracted[Any]:
+    """The extraction of `response`'s value (`parse_value`'s reading). An output that held
+    half of a character, read as U+FFFD, is told so on the response, as a body that held
+    one is (`lone_surrogates`)."""
+    value, repaired, source, halves = parsed
     metadata.repaired = repaired
+    if halves:
+        response = with_lone_surrogates(response)
     return Extracted(value=value, response=response, metadata=metadata, source=source)
 
 
@@ -485,7 +497,7 @@ def _parse(
     settings: Settings,
     checked: Checked | None = None,
     stop: tuple[str, ...] = (),
-) -> tuple[Any, bool, str] | Rejection:
+) -> tuple[Any, bool, str, bool] | Rejection:
     """`parse_value` of an answer; one the wrapped type does not take is read as the type
     itself where the answering provider sent nothing of the schema (a failover's Claude
     before 4.5, planned for another provider: the model was never asked for the wrapping
@@ -703,9 +715,7 @@ def extract_steps(
             metadata.keep_on(raised)  # the passes it paid for go with it
             raise
         if not isinstance(parsed, Rejection):
-            value, repaired, source = parsed
-            metadata.repaired = repaired
-            return Extracted(value=value, response=response, metadata=metadata, source=source)
+            return _extracted(parsed, response, metadata)
         if retries_left > 0 and parsed.worth_asking_again():
             retries_left -= 1
             if parsed.undeclared:

@@ -16,10 +16,11 @@ from typing import Any
 
 from pydantic_core import from_json
 
+from allama.adapters._surrogates import holds_lone_surrogate, storable_json
 from allama.extract._kept import kept_keys
 from allama.schema._undeclared import format_path
 
-__all__ = ["NotJsonError", "keys_all_kept", "loads", "written_keys"]
+__all__ = ["NotJsonError", "keys_all_kept", "loads", "read", "written_keys"]
 
 
 class NotJsonError(ValueError):
@@ -53,18 +54,35 @@ def loads(raw: str) -> Any:
     duplicate key, naming the place; `json.loads`'s own `ValueError` for text no parser
     reads; `RecursionError` for a value nested past what the parsers take.
     """
+    return _read(raw)[0]
+
+
+def read(raw: str) -> tuple[Any, bool]:
+    """`loads`'s value of `raw` with each half of a character in it (a lone surrogate,
+    escaped `\\ud83d` or not) as U+FFFD (`storable_json`), and whether there was one: the
+    paid answer is kept, told `lone_surrogates`. Only text pydantic-core refused can hold
+    one (it reads none), so the common answer is not walked."""
+    value, fallen_back = _read(raw)
+    if fallen_back and holds_lone_surrogate(value):
+        return storable_json(value), True
+    return value, False
+
+
+def _read(raw: str) -> tuple[Any, bool]:
+    """`loads`'s value, and whether the standard library's reader read it (pydantic-core
+    refused the text; that reader keeps a lone surrogate as it came)."""
     try:
         value = from_json(raw, allow_inf_nan=False)
     except (ValueError, TypeError):  # `TypeError`: a lone surrogate in the text
         located = _first_non_json(raw)
         if located is not None:
             raise located from None
-        return json.loads(raw)
+        return json.loads(raw), True
     if not keys_all_kept(raw, kept_keys(value)):
         located = _first_non_json(raw)
         if located is not None:
             raise located
-    return value
+    return value, False
 
 
 def keys_all_kept(raw: str, kept: int) -> bool:

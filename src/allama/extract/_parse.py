@@ -24,7 +24,7 @@ from allama.extract._metadata import ExtractionMetadata
 from allama.extract._mode import ExtractionMode
 from allama.extract._root import ROOT_KEY
 from allama.extract._target import Target
-from allama.extract._validation import Failure, check
+from allama.extract._validation import Failure, check, check_answer
 from allama.types import (
     ChatRequest,
     ChatResponse,
@@ -262,11 +262,13 @@ def raw_output(response: ChatResponse, mode: ExtractionMode, provider: str) -> s
 class Checked:
     """An output text and the value `check` found in it, rejecting undeclared keys or not.
     A value found with undeclared keys rejected is the value found without (there were
-    none), so it stands for both."""
+    none), so it stands for both. `halves`: the text held half of a character, read as
+    U+FFFD (`check_answer`)."""
 
     raw: str
     reject_undeclared: bool
     value: Any
+    halves: bool = False
 
     def matches(self, raw: str, reject_undeclared: bool) -> bool:
         return (self.reject_undeclared or not reject_undeclared) and raw == self.raw
@@ -280,9 +282,10 @@ def parse_value(
     reject_undeclared: bool,
     checked: Checked | None = None,
     stop: tuple[str, ...] = (),
-) -> tuple[Any, bool, str] | Rejection:
-    """The value, whether repair was needed and the text it was read from, or why the
-    output cannot be used.
+) -> tuple[Any, bool, str, bool] | Rejection:
+    """The value, whether repair was needed, the text it was read from and whether that
+    held half of a character (read as U+FFFD: the answer is told `lone_surrogates`), or
+    why the output cannot be used.
 
     `checked` is an output already validated (a stream's, when its value ended): when the
     output is that text, checked the same way, its value is taken as it is. `stop` is the
@@ -297,11 +300,11 @@ def parse_value(
         return raw
     adapter, schema = target.type.adapter, target.schema
     if checked is not None and checked.matches(raw, reject_undeclared):
-        result = checked.value
+        result, halves = checked.value, checked.halves
     else:
-        result = check(raw, adapter, schema, reject_undeclared)
+        result, halves = check_answer(raw, adapter, schema, reject_undeclared)
     if not isinstance(result, Failure):
-        return target.unwrap(result), False, raw
+        return target.unwrap(result), False, raw, halves
     failure = result
     if failure.invalid_json:
         # (Repair takes a value out of text around it: it cannot end one cut short.)
@@ -311,9 +314,9 @@ def parse_value(
     if repair:
         candidate = repair_candidate(raw)
         if candidate is not None:
-            repaired = check(candidate, adapter, schema, reject_undeclared)
+            repaired, halves = check_answer(candidate, adapter, schema, reject_undeclared)
             if not isinstance(repaired, Failure):
-                return target.unwrap(repaired), True, candidate
+                return target.unwrap(repaired), True, candidate, halves
             if not repaired.invalid_json:
                 failure = repaired
     detail, path = failure.message, target.caller_path(failure.path)

@@ -81,6 +81,8 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined, SchemaValidator, from_json, to_json
 from typing_extensions import is_typeddict
 
+from allama._printable import storable
+from allama.adapters._surrogates import holds_lone_surrogate
 from allama.extract._json import keys_all_kept, loads
 from allama.extract._json_strict import validate_strict_json
 from allama.extract._kept import NOT_FINITE, kept_keys
@@ -1640,15 +1642,12 @@ def _scalar(text: str) -> Any:
 
 
 def _decode(body: str) -> str:
-    """A JSON string body (without quotes), escapes resolved; a `ValueError` for an escape of
-    half a surrogate pair alone (`"caf\\ud83d"`), which Python's reader takes and
-    `finish()`'s does not."""
+    """A JSON string body (without quotes), escapes resolved; half a surrogate pair alone
+    (`"caf\\ud83d"`) is U+FFFD, as `finish()` reads it (`_json.read`)."""
     if "\\" not in body:
         return body
     decoded: str = json.loads(f'"{body}"')
-    if _LONE_SURROGATE.search(decoded):
-        raise ValueError("an escape of half a surrogate pair alone")
-    return decoded
+    return storable(decoded) if _LONE_SURROGATE.search(decoded) else decoded
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -1671,9 +1670,8 @@ def _decode_open(body: str) -> str:
     # The first half of a surrogate pair (`\ud83d`) waits for its second half.
     if text and "\ud800" <= text[-1] <= "\udbff":
         text = text[:-1]
-    # A half alone before it is no JSON `finish()` reads: the text shown stops there.
-    lone = _LONE_SURROGATE.search(text)
-    return text if lone is None else text[: lone.start()]
+    # A half alone before it is U+FFFD, as `finish()` reads it.
+    return storable(text) if _LONE_SURROGATE.search(text) else text
 
 
 class _OpenText:
@@ -1684,7 +1682,7 @@ class _OpenText:
     read. A body with no escape is shown as written; a body that does not decode (a bad
     escape, a raw control character: `finish()` refuses either) is decoded whole."""
 
-    __slots__ = ("broken", "escaped", "kept", "pieces", "stopped", "taken", "text")
+    __slots__ = ("broken", "escaped", "kept", "pieces", "taken", "text")
 
     def __init__(self, pieces: list[str]) -> None:
         self.pieces = pieces  # the scanner's pieces of the body, growing
@@ -1692,7 +1690,6 @@ class _OpenText:
         self.text = ""
         self.kept = ""  # the raw end held back for the next read
         self.escaped = False  # an escape came: the body is decoded, not shown as written
-        self.stopped = False  # half a surrogate pair alone: the text shown stops there
         self.broken = False  # the body does not decode: decoded whole, as it is shown
 
     def shown(self) -> str:
@@ -1719,7 +1716,7 @@ class _OpenText:
         try:
             text: str = json.loads(f'"{raw}"')
         except ValueError:
-            self.broken = True  # (decoded on, past a stop: a break after it shows)
+            self.broken = True
             return _decode_open("".join(pieces))
         if text and "\ud800" <= text[-1] <= "\udbff":
             # The first half of a surrogate pair waits for its second half, as written.
@@ -1727,13 +1724,8 @@ class _OpenText:
             back = 1 if "\ud800" <= raw[-1] <= "\udbff" else 6
             kept = raw[-back:] + kept
         self.kept = kept
-        if self.stopped:
-            return self.text
-        # A half alone before it is no JSON `finish()` reads: the text shown stops there.
-        lone = _LONE_SURROGATE.search(text)
-        if lone is not None:
-            self.stopped = True
-            text = text[: lone.start()]
+        if _LONE_SURROGATE.search(text):  # a half alone is U+FFFD, as `finish()` reads it
+            text = storable(text)
         return self._grown(text)
 
     def _grown(self, more: str) -> str:
@@ -2128,6 +2120,8 @@ class PartialValue(Generic[T]):
                         # written twice; `finish()` does not: the scanner says where.
                         if not keys_all_kept(text, kept_keys(raw)):
                             raise ValueError("not strict JSON")
+                        if ("\\ud" in text or not text.isascii()) and holds_lone_surrogate(raw):
+                            raise ValueError("half a surrogate pair alone")  # U+FFFD, scanned
                         value = self._whole_value(raw, text)
                     except (ValueError, RecursionError):
                         pass  # not JSON, or nested too deep to read whole: scanned instead

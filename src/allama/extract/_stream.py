@@ -29,7 +29,7 @@ from allama.extract._output import output_plan
 from allama.extract._parse import Checked
 from allama.extract._partial import PartialValue, root_of
 from allama.extract._root import wrapper_type
-from allama.extract._validation import Failure, check
+from allama.extract._validation import Failure, check_answer
 from allama.stream import _SURROGATE, AsyncChatStream, ChatStream, StreamCollector
 from allama.stream import _joined as _paired_parts
 from allama.types import (
@@ -211,13 +211,13 @@ class _Observer(Generic[T]):
         # there, the preview shows the value without it, and `finish()` decides.
         for reject in (True, False):
             try:
-                value = check(raw, target.type.adapter, target.schema, reject)
+                value, halves = check_answer(raw, target.type.adapter, target.schema, reject)
             except Exception:  # the type's own code (a validator's `KeyError`)
                 # Not settled: `finish()` validates again, and raises it with its record,
                 # rather than a read of the preview raising it with none.
                 return
             if not isinstance(value, Failure):
-                self._checked = Checked(raw, reject, value)
+                self._checked = Checked(raw, reject, value, halves)
                 if not self._iterables:
                     # (An `Iterable`'s value is one iterator, `finish()`'s: the preview
                     # keeps its own items, checked as `finish()` checks them.)

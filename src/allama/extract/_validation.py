@@ -33,7 +33,7 @@ from allama.extract._decimals import (
     stood_in,
     too_large,
 )
-from allama.extract._json import NotJsonError, keys_all_kept, loads
+from allama.extract._json import NotJsonError, keys_all_kept, loads, read
 from allama.extract._json_strict import BESIDE, said_first, validate_strict_json
 from allama.extract._kept import NOT_FINITE, Merged, kept_keys, merged_keys, non_finite_place
 from allama.extract._output import CAREFUL, OutputPlan, output_plan, schema_nodes
@@ -583,13 +583,36 @@ def _loads(raw: str) -> Any:
     return loads(raw)
 
 
+class _Halves:
+    """Whether a reading of an output met half of a character (a lone surrogate), read as
+    U+FFFD: the answer is then told `lone_surrogates`."""
+
+    __slots__ = ("met",)
+
+    def __init__(self) -> None:
+        self.met = False
+
+
 def check(
     raw: str,
     adapter: TypeAdapter[Any],
     schema: dict[str, Any] | None,
     reject_undeclared: bool,
 ) -> Any | Failure:
-    """The value in `raw`, or why there is none.
+    """The value in `raw`, or why there is none (`check_answer`'s, without whether the text
+    held half of a character)."""
+    return check_answer(raw, adapter, schema, reject_undeclared)[0]
+
+
+def check_answer(
+    raw: str,
+    adapter: TypeAdapter[Any],
+    schema: dict[str, Any] | None,
+    reject_undeclared: bool,
+) -> tuple[Any | Failure, bool]:
+    """The value in `raw`, or why there is none, and whether the text held half of a
+    character (a lone surrogate, which JSON may escape, `\\ud83d`), read as U+FFFD: the
+    answer that holds it is told so (`lone_surrogates`), as a body holding one is.
 
     Stand-in `null`s are removed first (against `schema`), then undeclared keys are looked
     for (when asked), then the value is validated strictly, as JSON: `"31"` is not an int.
@@ -598,8 +621,21 @@ def check(
     written, not the float nearest it, nor a refusal where it is too large for a float
     (`_decimals`).
     """
+    halves = _Halves()
+    value = _checked(raw, adapter, schema, reject_undeclared, halves)
+    return value, halves.met
+
+
+def _checked(
+    raw: str,
+    adapter: TypeAdapter[Any],
+    schema: dict[str, Any] | None,
+    reject_undeclared: bool,
+    halves: _Halves,
+) -> Any | Failure:
+    """`check_answer`'s value, `halves` told of half of a character met."""
     plan = None if schema is None else output_plan(adapter, schema)
-    value = _check(raw, adapter, schema, reject_undeclared, plan)
+    value = _check(raw, adapter, schema, reject_undeclared, plan, halves)
     if plan is None or not plan.decimals:
         return value
     lossy = lossy_numbers(raw)
@@ -607,7 +643,10 @@ def check(
         return value
     if not plan.generators:
         return _as_decimals(
-            raw, value, lossy, lambda text: _check(text, adapter, schema, reject_undeclared, plan)
+            raw,
+            value,
+            lossy,
+            lambda text: _check(text, adapter, schema, reject_undeclared, plan, halves),
         )
     # An `Iterable`'s items are not in the type's value (its iterator reads them as it is
     # iterated): the readings are compared whole, each `Iterable` a list (`_read_whole`),
@@ -616,7 +655,7 @@ def check(
     read: list[tuple[Any, str]] = []
 
     def read_whole(text: str) -> Any:
-        whole = _check(text, adapter, schema, reject_undeclared, plan, whole=True)
+        whole = _check(text, adapter, schema, reject_undeclared, plan, halves, whole=True)
         read.append((whole, text))
         return whole
 
@@ -626,7 +665,7 @@ def check(
         return value if chosen is first else chosen
     for whole, text in read:
         if whole is chosen:
-            return _check(text, adapter, schema, reject_undeclared, plan)
+            return _check(text, adapter, schema, reject_undeclared, plan, halves)
     return value  # not reached: the reading chosen is one of the texts read
 
 
@@ -723,25 +762,30 @@ def _check(
     schema: dict[str, Any] | None,
     reject_undeclared: bool,
     plan: OutputPlan | None,
+    halves: _Halves,
     whole: bool = False,
 ) -> Any | Failure:
     """`check`'s reading of `raw`; where `whole`, the value with every `Iterable` a list of
-    its items (`_read_whole`), for a type that holds one."""
+    its items (`_read_whole`), for a type that holds one. Half of a character in `raw` is
+    read as U+FFFD (the value is validated from its JSON written again), `halves` told."""
     if plan is not None:
         once = plan.validate_once(raw, adapter, reject_undeclared)
         if once is not CAREFUL:
             return once
     try:
-        value = _loads(raw)
+        value, held = read(raw)  # `_loads`'s value, each half of a character U+FFFD
     except NotJsonError as error:
         if error.number is not None:
-            return _too_large(raw, error, adapter, schema, reject_undeclared, plan)
+            return _too_large(raw, error, adapter, schema, reject_undeclared, plan, halves)
         return _not_json(error, adapter)
     except ValueError as error:  # a `JSONDecodeError`, or a number too long to convert
         return Failure(message=str(error), path=None, invalid_json=True)
     except RecursionError:
         return Failure(message="the JSON value nests too deep", path=None, invalid_json=True)
-    text = raw
+    # Half of a character, read as U+FFFD in the value, is in `raw` as pydantic refuses it:
+    # the value is validated from its JSON written again.
+    halves.met = halves.met or held
+    text = json.dumps(value) if held else raw
     if schema is not None:
         # Without a `null` in the text, or a property a stand-in could fill, there is
         # nothing to normalise: skip the walk.
@@ -1126,6 +1170,7 @@ def _too_large(
     schema: dict[str, Any] | None,
     reject_undeclared: bool,
     plan: OutputPlan | None,
+    halves: _Halves,
 ) -> Failure:
     """The failure of a number written too large for a float (`1e400`, `error.number`).
 
@@ -1143,7 +1188,7 @@ def _too_large(
     huge = too_large(raw, lossy_numbers(raw))
     if huge:
         written = stood_in(raw, huge)
-        again = _check(written, adapter, schema, reject_undeclared, plan)
+        again = _check(written, adapter, schema, reject_undeclared, plan, halves)
         if isinstance(again, Failure) and again.path == path:
             if secret:
                 return again  # its value said by its JSON type alone
