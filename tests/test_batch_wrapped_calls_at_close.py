@@ -102,7 +102,7 @@ class _Handler(ReplyHandler):
                 answer = script.popleft() if script else OK
         if answer == PAID_FAILURE:
             paid = _completion("{}")
-            paid["created"] = 1.5  # not the wire's shape: the answer cannot be read
+            paid["choices"][0]["message"]["content"] = 42  # no answer can be read from it
             del paid["choices"][0]["finish_reason"]
             paid["usage"] = {"prompt_tokens": 1000, "completion_tokens": 500, "total_tokens": 1500}
             self.send_json(200, paid)
