@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any, Self
 from pydantic import JsonValue
 
 from allama._printable import storable
-from allama.adapters._surrogates import lone_surrogates
 from allama.errors import (
     REPORTED_EXTRAS_KEY,
     REPORTED_USAGE_KEY,
@@ -62,6 +61,7 @@ from allama.types import (
     Warning,
     WarningEvent,
 )
+from allama.types._lone_surrogates import lone_surrogates
 from allama.types._response import billed_extras, reported_money, served_tier
 
 if TYPE_CHECKING:
