@@ -1214,14 +1214,15 @@ def test_a_batch_cost_added_to_another_names_its_batch_part() -> None:
     job = cost("genai-prices 1, openai/gpt-4o + openai/gpt-4o-mini", batch=True)
     live = cost("genai-prices 1, openai/gpt-4o", batch=False)
     assert (job + live).source == (
-        "genai-prices 1, openai/gpt-4o (batch) + openai/gpt-4o-mini (batch); "
-        "genai-prices 1, openai/gpt-4o"
+        "genai-prices 1, openai/gpt-4o (batch) + openai/gpt-4o-mini (batch) + openai/gpt-4o"
     )
     assert (live + job).batch is False
     assert (live + job).source == (
-        "genai-prices 1, openai/gpt-4o; "
-        "genai-prices 1, openai/gpt-4o (batch) + openai/gpt-4o-mini (batch)"
+        "genai-prices 1, openai/gpt-4o + openai/gpt-4o (batch) + openai/gpt-4o-mini (batch)"
     )
+    # A total over a run of both names each price once, however many were added.
+    total = sum([live, job] * 200, start=job)
+    assert total.source == (job + live).source
     # All of it at batch prices: as it is.
     assert (job + job).source == job.source and (job + job).batch is True
     assert (cost("s", batch=True) + live).source == "s (batch); genai-prices 1, openai/gpt-4o"
@@ -1902,3 +1903,20 @@ def test_a_failed_responses_body_and_stream_cost_what_they_say() -> None:
     metadata = ExtractionMetadata.new(ExtractionMode.NATIVE)
     metadata.record_paid(entries)
     assert metadata.cost is not None and metadata.cost.total == Decimal("0.0000113")
+
+
+def test_an_online_model_is_openrouters_alone_and_a_count_of_searches_may_be_written_whole() -> (
+    None
+):
+    from allama._prices import _searched_unreported
+
+    # `:online` names OpenRouter's web plugin; another server's tag of that name is no search.
+    assert _searched_unreported("ollama", "mymodel:online", {}) == ""
+    assert _searched_unreported("openrouter", "openai/gpt-4o:online", {}).startswith(
+        "openai/gpt-4o:online searches the web on every call"
+    )
+    # A proxy's `2.0` is two searches, as an integer count is.
+    counted = {"server_tool_use": {"web_search_requests": 2.0}, "cost": 0.0235}
+    assert _searched_unreported("openrouter", "openai/gpt-4o", counted).startswith(
+        "openrouter billed 2 web searches beyond the tokens"
+    )

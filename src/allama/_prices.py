@@ -294,11 +294,21 @@ def _batch_named(cost: Cost, other: Cost) -> str:
 
 
 def _joined(a: str, b: str) -> str:
-    if a == b or not b:
-        return a
-    if not a:
-        return b
-    return f"{a}; {b}"
+    """Two sources as one: the prices of one label (`genai-prices 0.2.5`) joined by `+`, as
+    `_price` names them, each named once, so that a sum of many costs names what priced
+    them, not every addition (a total over a run stays one short line)."""
+    refs: dict[str, list[str]] = {}
+    for part in (*a.split("; "), *b.split("; ")):
+        if not part:
+            continue
+        label, comma, named = part.partition(", ")
+        kept = refs.setdefault(label if comma else part, [])
+        for ref in named.split(" + ") if comma else ():
+            if ref not in kept:
+                kept.append(ref)
+    return "; ".join(
+        f"{label}, {' + '.join(named)}" if named else label for label, named in refs.items()
+    )
 
 
 Charge: TypeAlias = (
@@ -1107,9 +1117,13 @@ def _searched_unreported(provider: str | None, model: str | None, money: Mapping
     its parts may be a fee alone (a call on one's own upstream key): the tokens' list price
     would leave them out."""
     tools = money.get(_ROUTER_TOOLS)
-    searches = tools.get("web_search_requests") if isinstance(tools, dict) else None
-    counted = type(searches) is int and searches > 0
-    if not counted and not (model and _ONLINE.search(model)):
+    found = tools.get("web_search_requests") if isinstance(tools, dict) else None
+    if isinstance(found, float) and found.is_integer():  # (a proxy's `2.0`)
+        found = int(found)
+    searches = found if type(found) is int else 0
+    counted = searches > 0
+    online = provider == "openrouter" and model is not None and model.endswith(":online")
+    if not counted and not online:
         return ""
     who = provider or "the provider"
     cost = _reported_amount(money.get("cost"))
@@ -1132,10 +1146,6 @@ def _searched_unreported(provider: str | None, model: str | None, money: Mapping
 _ROUTER_TOOLS = "server_tool_use"
 """Where OpenRouter's usage counts the server-side tool calls it ran (`web_search_requests`),
 kept with its money fields (`USAGE_COST_KEY`) by the Chat Completions adapter."""
-
-_ONLINE = re.compile(r":online$")
-"""OpenRouter's variant of a model that searches the web on every call (`openai/gpt-4o:online`,
-its `web` plugin), billed per result beside the tokens."""
 
 
 def _reported_amount(value: Any) -> Decimal | None:
