@@ -1791,3 +1791,26 @@ def test_a_list_of_rows_the_caller_changed_and_let_go_leaves_the_next_one_whole(
     final = partial.value()
     assert final is not None and [line.sku for line in final.lines] == [f"S{i}" for i in range(40)]
     assert changed > 200
+
+
+@pytest.mark.parametrize("mode", [NATIVE, FORCED])
+def test_an_upper_case_escape_of_half_a_pair_is_u_fffd_in_the_preview_too(
+    mode: ExtractionMode,
+) -> None:
+    """JSON writes an escape's hex digits in either case: `"\\uD83D"` alone, in a map and
+    a list closed within one piece, is previewed as `finish()` reads it, U+FFFD."""
+
+    class Tagged(BaseModel):
+        meta: dict[str, str]
+        tags: list[str]
+        title: str
+
+    chunks = ['{"meta": {"k": "caf\\uD83D"}, "tags": ["a\\uD83D"], ', '"title": "t"', "}"]
+    provider = MockStreamingProvider.with_stream(events(chunks, mode))
+    request = ChatRequest("m").user("extract").with_option(mode)
+    with Extractor().extract_stream(provider, Tagged, request) as opened:
+        for event in opened:
+            if isinstance(event, TextDelta | ToolCallDelta) and opened.partial is not None:
+                opened.partial.model_dump_json()  # no half of a character to refuse
+        value = opened.finish().value
+    assert value == Tagged(meta={"k": "caf\ufffd"}, tags=["a\ufffd"], title="t")

@@ -664,6 +664,17 @@ def test_a_tool_call_never_named_fails_the_collected_answer() -> None:
     assert caught.value.authored and not caught.value.retryable
 
 
+def test_a_tool_call_never_named_and_given_no_arguments_was_a_call_made() -> None:
+    # The answer finished: a call made, its cost unknown where no usage came, whether or not
+    # its blocks held anything.
+    collector = StreamCollector()
+    collector.push(BlockStart(index=0, block_type=StreamBlockType.TOOL_CALL, id="c"))
+    collector.push(Finish(finish_reason=FinishReason.TOOL_CALLS))
+    with pytest.raises(StreamDecodeError) as caught:
+        collector.finish()
+    assert caught.value.context.metadata[REPORTED_USAGE_KEY] == {}
+
+
 def test_a_tool_call_named_empty_is_read_as_a_bodys_is() -> None:
     events: list[StreamEvent] = [
         BlockStart(index=0, block_type=StreamBlockType.TOOL_CALL, id="c", name=""),

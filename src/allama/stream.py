@@ -353,13 +353,18 @@ class StreamCollector:
         """The error of an answer that holds a tool call the stream never named (Anthropic's
         `tool_use` block started with a `null` name, a Chat Completions call whose deltas
         gave none): no caller can run it, and the body decoders refuse a call with no name
-        alike; `None` for any other. A name `""`, given, is read as a body's is."""
+        alike; `None` for any other. A name `""`, given, is read as a body's is. The answer
+        finished, so the call was made: where no usage came, its cost is unknown, not
+        nothing (`REPORTED_USAGE_KEY`), whatever its blocks hold."""
         for index in sorted(self._blocks):
             block = self._blocks[index]
             if block.block_type is StreamBlockType.TOOL_CALL and block.name is None:
-                return StreamDecodeError(
+                error = StreamDecodeError(
                     f"the tool call of stream block {index} has no `name`"
                 ).mark_authored()
+                if self._usage is None:
+                    error.with_metadata(REPORTED_USAGE_KEY, {})
+                return error
         return None
 
     def finish(self) -> ChatResponse:
@@ -383,7 +388,6 @@ class StreamCollector:
             raise ended
         unnamed = self.unnamed_call()
         if unnamed is not None:
-            self.mark_made(unnamed)
             raise unnamed
         return self.partial_response()
 

@@ -2120,7 +2120,7 @@ class PartialValue(Generic[T]):
                         # written twice; `finish()` does not: the scanner says where.
                         if not keys_all_kept(text, kept_keys(raw)):
                             raise ValueError("not strict JSON")
-                        if ("\\ud" in text or not text.isascii()) and holds_lone_surrogate(raw):
+                        if ("\\u" in text or not text.isascii()) and holds_lone_surrogate(raw):
                             raise ValueError("half a surrogate pair alone")  # U+FFFD, scanned
                         value = self._whole_value(raw, text)
                     except (ValueError, RecursionError):
