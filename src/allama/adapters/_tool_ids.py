@@ -46,6 +46,7 @@ __all__ = [
     "anthropic_client_tool",
     "anthropic_server_tool",
     "option_tools",
+    "options_with_own_tools",
     "own_option_tools",
     "results_in_call_order",
     "repeated_in_body",
@@ -498,3 +499,14 @@ def own_option_tools(request: ChatRequest) -> list[OptionTool]:
         if isinstance(extra, dict) and extra.get("tools"):
             own.extend(tool for tool in option_tools(namespace, extra["tools"]) if tool.own)
     return own
+
+
+def options_with_own_tools(request: ChatRequest) -> list[str]:
+    """The body options of `request` that give tools of the caller's own
+    (`own_option_tools`), by name, in order: where an extraction's conflict says they are."""
+    return sorted(
+        namespace
+        for namespace in _OPTION_TOOLS
+        if isinstance(extra := request.option_json(namespace), dict)
+        and any(tool.own for tool in option_tools(namespace, extra.get("tools")))
+    )

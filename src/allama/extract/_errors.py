@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Self
 
 from pydantic import JsonValue
 
-from allama.adapters._tool_ids import own_option_tools
+from allama.adapters._tool_ids import options_with_own_tools
 from allama.errors import EXTRACTION_METADATA_KEY, ExtractionError, MessageOrigin
 from allama.extract._metadata import ExtractionMetadata
 from allama.extract._mode import ExtractionMode, SchemaEnforcement
@@ -161,13 +161,7 @@ class ToolConflictError(_Failure):
         they are, or `None` where it has none. A body option's function, custom and client
         tools are its own as much as `request.tools` are (`own_option_tools`): sent beside
         the schema, the model could call one in place of answering."""
-        given = sorted(
-            namespace
-            for namespace, value in request.options.items()
-            if isinstance(value, dict)
-            and value.get("tools")
-            and own_option_tools(ChatRequest(request.model).with_option_json(namespace, value))
-        )
+        given = options_with_own_tools(request)
         if not request.tools and not given:
             return None
         return cls(
