@@ -51,7 +51,13 @@ from allama.errors import (
 )
 from allama.providers._credentials import RefreshingToken
 from allama.providers._hosts import host_url
-from allama.providers._options import check_headers, check_key, check_text, check_url
+from allama.providers._options import (
+    check_headers,
+    check_key,
+    check_text,
+    check_url,
+    key_fault,
+)
 from allama.providers._presets import Preset
 from allama.transport import Transport, check_timeout, mask_query_in_log
 from allama.types import CapabilitySupport, ChatCapability, RequestField
@@ -1704,18 +1710,20 @@ def _bearer(http: HttpRequest | None) -> str | None:
 def _token_fault(token: str) -> str | None:
     """What keeps `token` (`access_token=`'s function's) out of a header, as `check_key`
     finds it in a key given, worded for a token; `None` when it can go."""
-    if token != token.strip():
-        return (
-            "with a line break or whitespace around it; return the token alone (a token "
-            "read from a file often ends with a newline)"
-        )
-    if "\x00" in token:
-        return "with a NUL character (U+0000) in it; return the token alone"
-    if "\r" in token or "\n" in token:
-        return "with a line break in it; return the token alone"
-    if not token.isascii():
-        return "with a character outside ASCII, which an HTTP header cannot carry"
-    return None
+    fault = key_fault(token)
+    return None if fault is None else _TOKEN_FAULTS[fault]
+
+
+_TOKEN_FAULTS = {
+    "around": (
+        "with a line break or whitespace around it; return the token alone (a token read "
+        "from a file often ends with a newline)"
+    ),
+    "nul": "with a NUL character (U+0000) in it; return the token alone",
+    "break": "with a line break in it; return the token alone",
+    "ascii": "with a character outside ASCII, which an HTTP header cannot carry",
+}
+"""`_token_fault`'s words for each of `key_fault`'s findings."""
 
 
 def _check_answered(status: int, headers: Mapping[str, str]) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import string
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from allama._lazy import deferred_module
 
@@ -61,22 +61,38 @@ def check_text(name: str, value: Any) -> None:
         raise _around(name)
 
 
+def key_fault(value: str) -> Literal["around", "nul", "break", "ascii"] | None:
+    """What keeps a key or token out of a header: space or a line break around it, a NUL, a
+    line break in it, a character outside ASCII; `None` when it can go. One reading for a
+    key given (`check_key`) and a token a function returns, each worded as its own."""
+    if value != value.strip():
+        return "around"
+    if "\x00" in value:
+        return "nul"
+    if any(char in value for char in _UNSAFE):
+        return "break"
+    if not value.isascii():
+        return "ascii"
+    return None
+
+
 def check_key(value: Any, *, name: str = "api_key") -> None:
     """A key or token: a string fit for a header, sent as given."""
     if value is None:
         return
     if not isinstance(value, str):
         raise TypeError(f"{name} must be a string (the key itself), got {_kind(value)}")
-    if value != value.strip():
+    fault = key_fault(value)
+    if fault == "around":
         raise ValueError(
             f"{name} has a line break or whitespace around it; pass the key alone "
             "(a key read from a file often ends with a newline)"
         )
-    if "\x00" in value:
+    if fault == "nul":
         raise ValueError(f"{name} has a NUL character (U+0000) in it; pass the key alone")
-    if any(char in value for char in _UNSAFE):
+    if fault == "break":
         raise ValueError(f"{name} has a line break in it; pass the key alone")
-    if not value.isascii():
+    if fault == "ascii":
         raise _not_ascii(name)
 
 
