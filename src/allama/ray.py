@@ -88,6 +88,7 @@ from allama.batch._run import (
     _stored_or_spent,
     _Tries,
     allamas_words,
+    check_template,
     error_warnings,
     missing_key,
     missing_url,
@@ -105,7 +106,6 @@ from allama.errors import (
     text_of,
 )
 from allama.extract import ExtractionMetadata, Extractor, SchemaEnforcement
-from allama.extract._engine import check_floor_before_sending, plan
 from allama.schema import type_schema
 from allama.types import ChatRequest
 
@@ -433,17 +433,6 @@ def _template(
     return request
 
 
-def _check_template(
-    provider: ChatProvider, tp: Any, template: ChatRequest, extractor: Extractor
-) -> None:
-    """A call no row's request can make (each is `template` with its text added: no
-    extraction mode left to pick, a field the provider refuses, a floor it cannot meet):
-    raised once, as a batch run's template is, before any row is sent, not as every row's
-    failure."""
-    plan(provider, tp, template.user("a document"))
-    check_floor_before_sending(extractor._settings, provider, tp, template, stream=False)
-
-
 class ExtractBatch:
     """The callable class for `Dataset.map_batches` (`batch_format="pyarrow"`, an actor pool).
 
@@ -549,7 +538,7 @@ class ExtractBatch:
         if unsendable is not None:
             raise ValueError(unsendable)
         if self._template is not None:
-            _check_template(self._provider, tp, self._template, self._extractor)
+            check_template(self._provider, tp, self._template, self._extractor)
 
     @property
     def provider(self) -> ChatProvider:
@@ -864,7 +853,7 @@ def extract_dataset(
         made = allama.provider(provider, **(provider_options or {}))  # a bad name fails here
         try:
             if template is not None:  # (a factory's provider is built by each actor alone)
-                _check_template(made, tp, template, extractor)
+                check_template(made, tp, template, extractor)
         finally:
             made.close()
     settings: dict[str, Any] = {

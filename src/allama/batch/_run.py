@@ -927,6 +927,20 @@ def _has_secrets(adapter: TypeAdapter[Any]) -> bool:
     return False
 
 
+def check_template(
+    provider: ChatProvider, tp: Any, template: ChatRequest, extractor: Extractor | None
+) -> None:
+    """A call no input's request can make, said once before anything is claimed or sent,
+    not as every input's failure: each input's request is `template` with its text added.
+    An extraction with no mode left to pick, a request the provider refuses, and a floor
+    (`extractor`'s) no call can meet."""
+    from allama.extract._engine import check_floor_before_sending, plan
+
+    plan(provider, tp, template.user("a document"))
+    if extractor is not None:
+        check_floor_before_sending(extractor._settings, provider, tp, template, stream=False)
+
+
 def _spec(
     provider: ChatProvider,
     tp: Any,
@@ -949,7 +963,6 @@ def _spec(
     poll_interval: float = 30.0,
     job_size: int | None = None,
 ) -> _Spec:
-    from allama.extract._engine import check_floor_before_sending, plan
     from allama.extract._extractor import check_call
 
     if extractor is not None and not isinstance(extractor, Extractor):
@@ -964,14 +977,7 @@ def _spec(
     build: Build
     if isinstance(request, ChatRequest):
         check_call(provider, tp, request)
-        # An extraction no input's call can make (no mode left to pick, a request the
-        # provider refuses) is said now, before anything is claimed: each input's request
-        # is the template's with its text added.
-        plan(provider, tp, request.user("a document"))
-        if extractor is not None:
-            # A floor no input's call can meet is said now, before anything is claimed or
-            # sent: each input's request is the template's, with its text added.
-            check_floor_before_sending(extractor._settings, provider, tp, request, stream=False)
+        check_template(provider, tp, request, extractor)
         template = request
 
         def from_text(document: Any) -> ChatRequest:
