@@ -402,8 +402,8 @@ class _Encoder:
         elif field is None:
             self.reasoning_left_out(message)
         else:
-            self.encrypted_reasoning_left_out(message)
-        self.server_blocks_left_out(message)
+            encrypted_reasoning_left_out(message, self.degradations, self.profile.display_name)
+        server_blocks_left_out(message, self.degradations)
         return wire
 
     def reasoning_left_out(self, message: AssistantMessage) -> None:
@@ -422,12 +422,6 @@ class _Encoder:
                 f"{self.profile.display_name} takes back no reasoning through Chat Completions; "
                 "reasoning was left out of the conversation",
             )
-
-    def encrypted_reasoning_left_out(self, message: AssistantMessage) -> None:
-        encrypted_reasoning_left_out(message, self.degradations, self.profile.display_name)
-
-    def server_blocks_left_out(self, message: AssistantMessage) -> None:
-        server_blocks_left_out(message, self.degradations)
 
     def reasoning_details(self, message: AssistantMessage) -> list[Any] | None:
         """OpenRouter's `reasoning_details` of the turn, to go back unmodified (as OpenRouter

@@ -113,6 +113,7 @@ from typing import Any
 
 from allama._degradations import Degradations
 from allama.adapters._http import HttpRequest, option_fields, settings_as_sent
+from allama.adapters._left_out import server_blocks_left_out
 from allama.adapters._tool_ids import (
     ANTHROPIC_IDS,
     MISTRAL_IDS,
@@ -422,7 +423,7 @@ class _Encoder(_ChatEncoder):
                     items.append(after)
         if written:
             items.append((_output_message(written), written_id))
-        self.server_blocks_left_out(message)
+        server_blocks_left_out(message, self.degradations)
         self.items_left_out(message)
         return self.paired(items)
 
