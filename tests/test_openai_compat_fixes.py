@@ -8,7 +8,8 @@ Azure deployment taken for a reasoning model, OpenRouter's `require_parameters` 
 for a schema with a warning where the caller gave another, OpenAI's tool-call ids within 40
 characters, reasoning or a paused Anthropic turn's server tool blocks left out with a
 warning, o1-mini's and o1-preview's system and developer words in the first user turn,
-Groq's leading `<think>` block read as reasoning, and Together's full context."""
+Groq's leading `<think>` block read as reasoning, Together's full context, and OpenAI's audio
+answer kept (whole and streamed alike) with its id sent back."""
 
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ from allama.types import (
     AssistantMessage,
     ChatResponse,
     FieldSubject,
+    ProviderDataEvent,
     Reasoning,
     RequestField,
     StreamEvent,
@@ -2041,3 +2043,173 @@ def test_o1_mini_and_o1_preview_are_sent_no_reasoning_effort(model: str) -> None
     ]
     body, warnings = _sent("openai", ChatRequest("o1").user("hi").with_reasoning_effort("high"))
     assert body["reasoning_effort"] == "high" and warnings == ()
+
+
+# OpenAI's audio answer (`modalities: ["text", "audio"]`): kept in `provider_data`, whole
+# and streamed alike, and its id sent back on the assistant turn.
+
+AUDIO_MODEL = "gpt-4o-audio-preview"
+AUDIO_ID = "audio_abc123"
+TRANSCRIPT = "Yes, golden retrievers are known to be gentle with children."
+AUDIO_DATA = "UklGRi4AAABXQVZFZm10IBAAAAABAAEAQB8AAEAfAAABAAgAZGF0YQoAAAA="
+AUDIO = {"id": AUDIO_ID, "expires_at": 1729018505, "data": AUDIO_DATA, "transcript": TRANSCRIPT}
+AUDIO_USAGE = {
+    "prompt_tokens": 17,
+    "completion_tokens": 180,
+    "total_tokens": 197,
+    "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+    "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 166, "text_tokens": 14},
+}
+AUDIO_KEPT = {"openai": {"audio": AUDIO, "audio_tokens": {"output_audio_tokens": 166}}}
+
+
+def _audio_request() -> ChatRequest:
+    return (
+        ChatRequest(AUDIO_MODEL)
+        .user("Is a golden retriever a good family dog?")
+        .with_option_json(
+            "openai_compat", {"modalities": ["text", "audio"], "audio": {"voice": "alloy"}}
+        )
+    )
+
+
+def _audio_body() -> dict[str, Any]:
+    message = {"content": None, "refusal": None, "audio": AUDIO, "annotations": []}
+    return completion(message, usage=AUDIO_USAGE)
+
+
+def _audio_chunk(piece: dict[str, Any] | None, finish: str | None = None) -> dict[str, Any]:
+    choices = [] if piece is None else [{"index": 0, "delta": piece, "finish_reason": finish}]
+    return {"id": "c-1", "object": "chat.completion.chunk", "model": "m", "choices": choices}
+
+
+def _audio_stream(pieces: list[dict[str, Any]]) -> bytes:
+    first = {"role": "assistant", "content": None, "refusal": None}
+    return sse(
+        _audio_chunk(first),
+        *(_audio_chunk({"audio": piece}) for piece in pieces),
+        _audio_chunk({}, "stop"),
+        {**_audio_chunk(None), "usage": AUDIO_USAGE},
+    )
+
+
+# As OpenAI streams it: the id on the first piece and again with the data, the transcript
+# first, the data after, the expiry with the last.
+AUDIO_PIECES = [
+    {"id": AUDIO_ID, "transcript": TRANSCRIPT[:4]},
+    {"transcript": TRANSCRIPT[4:30]},
+    {"transcript": TRANSCRIPT[30:]},
+    {"id": AUDIO_ID, "data": AUDIO_DATA[:20]},
+    {"data": AUDIO_DATA[20:]},
+    {"id": AUDIO_ID, "expires_at": 1729018505},
+]
+
+
+def test_an_audio_answer_is_kept_verbatim_and_its_transcript_is_no_text() -> None:
+    target, recorder = provider("openai", (200, _audio_body()))
+    response = target.chat(_audio_request())
+    assert recorder.bodies[0]["modalities"] == ["text", "audio"]
+    assert response.content == ()
+    assert response.text() is None
+    assert response.warnings == ()
+    assert response.provider_data == AUDIO_KEPT
+
+
+def test_a_streamed_audio_answer_is_joined_into_the_bodys_audio() -> None:
+    target, _ = provider("openai", (200, _audio_stream(AUDIO_PIECES)))
+    stream = target.chat_stream(_audio_request())
+    events = list(stream)
+    response = stream.response()
+    assert response.content == ()
+    assert response.warnings == ()
+    assert response.provider_data == AUDIO_KEPT
+    # Emitted once, at the finish, not with each of its (long) pieces.
+    emitted = [
+        event.value
+        for event in events
+        if isinstance(event, ProviderDataEvent) and event.key == "audio"
+    ]
+    assert emitted == [AUDIO]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    transcript_cuts=st.lists(st.integers(0, len(TRANSCRIPT)), max_size=5),
+    data_cuts=st.lists(st.integers(0, len(AUDIO_DATA)), max_size=5),
+    order=st.randoms(use_true_random=False),
+    byte_cuts=st.lists(st.integers(0, 4000), max_size=8),
+)
+def test_audio_pieces_split_anyhow_collect_to_the_bodys_audio(
+    transcript_cuts: list[int], data_cuts: list[int], order: Any, byte_cuts: list[int]
+) -> None:
+    def pieces(key: str, text: str, cuts: list[int]) -> list[dict[str, Any]]:
+        points = sorted(set(cuts))
+        spans = zip([0, *points], [*points, len(text)], strict=True)
+        return [{key: text[a:b]} for a, b in spans]
+
+    transcript = pieces("transcript", TRANSCRIPT, transcript_cuts)
+    data = pieces("data", AUDIO_DATA, data_cuts)
+    # Transcript and data pieces interleaved anyhow, each kind in its order; the id on the
+    # first piece, the expiry on one of them.
+    merged: list[dict[str, Any]] = []
+    while transcript or data:
+        source = transcript if not data or (transcript and order.random() < 0.5) else data
+        merged.append(dict(source.pop(0)))
+    merged[0]["id"] = AUDIO_ID
+    merged[order.randrange(len(merged))]["expires_at"] = 1729018505
+    stream = _audio_stream(merged)
+    decoder = ChatStreamDecoder(provider="openai", model=AUDIO_MODEL)
+    events: list[StreamEvent] = []
+    last = 0
+    for cut in sorted({min(cut, len(stream)) for cut in byte_cuts}):
+        events.extend(decoder.feed(stream[last:cut]))
+        last = cut
+    events.extend(decoder.feed(stream[last:]))
+    events.extend(decoder.close())
+    body = decode_body(json.dumps(_audio_body()), provider="openai")
+    assert collect(events).provider_data == body.provider_data == AUDIO_KEPT
+
+
+def test_audio_pieces_after_the_finish_reason_are_still_joined() -> None:
+    data = sse(
+        _audio_chunk({"role": "assistant", "audio": {"id": AUDIO_ID, "transcript": "Yes."}}),
+        _audio_chunk({}, "stop"),
+        _audio_chunk({"audio": {"data": AUDIO_DATA, "expires_at": 1729018505}}),
+    )
+    response = collect(decode_stream(data, provider="openai"))
+    audio = {"id": AUDIO_ID, "transcript": "Yes.", "data": AUDIO_DATA, "expires_at": 1729018505}
+    assert response.provider_data == {"openai": {"audio": audio}}
+
+
+@pytest.mark.parametrize("audio", [None, {}])
+def test_no_audio_leaves_no_key(audio: Any) -> None:
+    body = completion({"content": "Woof.", "audio": audio})
+    assert decode_body(json.dumps(body), provider="openai").provider_data == {}
+    streamed = sse(_audio_chunk({"content": "Woof.", "audio": audio}), _audio_chunk({}, "stop"))
+    assert collect(decode_stream(streamed, provider="openai")).provider_data == {}
+
+
+def test_an_audio_answer_goes_back_by_its_id_to_the_provider_that_gave_it() -> None:
+    target, _ = provider("openai", (200, _audio_body()))
+    answer = target.chat(_audio_request())
+    turn = answer.to_assistant_message()
+    assert turn.provider_data == {"openai": {"audio": answer.provider_data["openai"]["audio"]}}
+    follow_up = _audio_request().push(turn).user("And for a small flat?")
+    body, warnings = _sent("openai", follow_up)
+    assert body["messages"] == [
+        {"role": "user", "content": "Is a golden retriever a good family dog?"},
+        {"role": "assistant", "audio": {"id": AUDIO_ID}},
+        {"role": "user", "content": "And for a small flat?"},
+    ]
+    assert warnings == ()
+    # Text beside it goes too; another provider is sent no id of OpenAI's.
+    spoken = AssistantMessage(content=(TextPart(text="Woof."),), provider_data=AUDIO_KEPT)
+    body, _ = _sent("openai", ChatRequest(AUDIO_MODEL).user("Bark?").push(spoken))
+    assert body["messages"][1] == {
+        "role": "assistant",
+        "content": "Woof.",
+        "audio": {"id": AUDIO_ID},
+    }
+    request = ChatRequest("openai/gpt-4o-audio-preview").user("Bark?").push(spoken)
+    body, _ = _sent("openrouter", request)
+    assert body["messages"][1] == {"role": "assistant", "content": "Woof."}

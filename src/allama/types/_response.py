@@ -50,7 +50,20 @@ def rate_limit_reset(provider_data: Mapping[str, Mapping[str, JsonValue]]) -> fl
     return float(wait) if 0 < wait < math.inf else None
 
 
-_SENT_BACK = (RESUME_KEY, REASONING_DETAILS_KEY)
+AUDIO_KEY = "audio"
+"""The answer's audio, where the request asked for it (`modalities: ["text", "audio"]` and
+`audio: {"voice", "format"}` through the body option: OpenAI's `gpt-4o-audio-preview`,
+`gpt-audio`): `message.audio` verbatim, `{"id", "expires_at", "data", "transcript"}`, `data`
+the audio in the format asked, base64. Its words are under `"transcript"`, not in the
+response's text (the message's `content` is `null` beside it: `text()` gives only text the
+model wrote as text). A stream's `delta.audio` pieces are joined into the same object (their
+`transcript` and `data` strings appended, the other fields as first given). The encoder
+sends the `id` back on an assistant turn whose provider data holds it (`"audio": {"id":
+...}`, by which OpenAI continues an audio conversation: its server keeps the audio until
+`expires_at`), to the provider of that namespace alone: `to_assistant_message()` carries it
+over."""
+
+_SENT_BACK = (RESUME_KEY, REASONING_DETAILS_KEY, AUDIO_KEY)
 """The provider-data keys an assistant turn carries to the next request."""
 
 SERVICE_TIER_KEY = "service_tier"
@@ -556,8 +569,9 @@ class ChatResponse(Data):
 
     def to_assistant_message(self) -> AssistantMessage:
         """This response as the assistant turn of a follow-up request, with what its
-        provider needs back, in its namespace: to continue a paused turn (`RESUME_KEY`), and
-        OpenRouter's reasoning details (`REASONING_DETAILS_KEY`)."""
+        provider needs back, in its namespace: to continue a paused turn (`RESUME_KEY`),
+        OpenRouter's reasoning details (`REASONING_DETAILS_KEY`) and an audio answer, which
+        goes back by its id (`AUDIO_KEY`)."""
         kept: dict[str, dict[str, JsonValue]] = {}
         for namespace, entries in self.provider_data.items():
             back = {key: entries[key] for key in _SENT_BACK if key in entries}

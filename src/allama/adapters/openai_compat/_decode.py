@@ -16,7 +16,9 @@ says so (`think_tags`), a `<think>…</think>` block opening the content is reas
 answer.
 
 What allama has no type for is kept verbatim in `provider_data[provider or "openai"]`:
-`message.annotations` (web-search citations) under `ANNOTATIONS_KEY`, OpenRouter's
+`message.annotations` (web-search citations) under `ANNOTATIONS_KEY`, the answer's audio
+(`message.audio` of OpenAI's audio models, asked for with `modalities` and `audio` through
+the body option: its transcript is no text block) under `AUDIO_KEY`, OpenRouter's
 `message.reasoning_details` under `REASONING_DETAILS_KEY` (an assistant turn made from the
 response carries them, and the encoder sends them back unmodified to the same provider), and
 the cost the usage reports (OpenRouter's `cost`, `cost_details`, `is_byok`; xAI's
@@ -100,6 +102,7 @@ from allama.types import (
     Warning,
 )
 from allama.types._response import (
+    AUDIO_KEY,
     AUDIO_TOKENS_KEY,
     REASONING_DETAILS_KEY,
     USAGE_COST_KEY,
@@ -109,6 +112,7 @@ from allama.types._response import (
 
 __all__ = [
     "ANNOTATIONS_KEY",
+    "AUDIO_KEY",
     "AUDIO_TOKENS_KEY",
     "CONTENT_FILTER_RESULTS_KEY",
     "CONTENT_PARTS_KEY",
@@ -131,6 +135,7 @@ __all__ = [
     "decode_response",
     "finish_reason_of",
     "kept_list",
+    "kept_object",
     "leading_think",
     "other_choice",
     "reasoning_text",
@@ -145,6 +150,7 @@ ANNOTATIONS_KEY = "annotations"
 """`message.annotations`, verbatim: a list, in order. OpenAI's web search (and OpenRouter's
 web plugin) send `{"type": "url_citation", "url_citation": {"start_index", "end_index",
 "url", "title"}}`, the indexes into the response's text; a stream's are appended in order."""
+
 
 CONTENT_FILTER_RESULTS_KEY = "content_filter_results"
 """Azure's content-filter verdicts on an answer it did not filter, verbatim (a dict by
@@ -329,6 +335,15 @@ def kept_list(extra: dict[str, Any] | None, name: str) -> list[Any] | None:
         return None
     value = extra.get(name)
     return value if isinstance(value, list) and value else None
+
+
+def kept_object(extra: dict[str, Any] | None, name: str) -> dict[str, Any] | None:
+    """The non-empty object a message or delta carries as the extra field `name`, if any
+    (`"audio": null`, which some servers send on every message, is none)."""
+    if not extra:
+        return None
+    value = extra.get(name)
+    return value if isinstance(value, dict) and value else None
 
 
 _REASONING_PARTS = frozenset({"thinking", "reasoning", "reasoning_text"})
@@ -780,6 +795,9 @@ def decode_body(
         executed = kept_list(message_extra, "executed_tools")
         if executed is not None:
             kept[EXECUTED_TOOLS_KEY] = executed
+        spoken = kept_object(message_extra, "audio")
+        if spoken is not None:
+            kept[AUDIO_KEY] = spoken
     if unread:
         kept[CONTENT_PARTS_KEY] = unread
         warnings = (*warnings, unread_parts(provider))

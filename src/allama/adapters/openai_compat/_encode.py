@@ -76,7 +76,7 @@ from allama.types import (
 )
 from allama.types._data_urls import UnreadablePart, data_url, inline_media_type, part_media_type
 from allama.types._openai import NO_IMAGE_TYPE, inline_image, user_part_to_openai
-from allama.types._response import REASONING_DETAILS_KEY
+from allama.types._response import AUDIO_KEY, REASONING_DETAILS_KEY
 
 if TYPE_CHECKING:
     from allama.schema._dialects._openai_strict import OpenAIProfile
@@ -382,9 +382,12 @@ class _Encoder:
         if not texts:
             texts = [block.text for block in message.content if isinstance(block, Refusal)]
         calls = [self.tool_call(block) for block in message.content if isinstance(block, ToolCall)]
+        audio = self.audio_id(message)
         wire: dict[str, Any] = {"role": "assistant"}
-        if texts or not calls:
+        if texts or not (calls or audio):
             wire["content"] = "".join(texts)
+        if audio is not None:
+            wire["audio"] = {"id": audio}
         field = self.profile.reasoning_back
         if field is not None:
             # The endpoint checks that a tool-calling turn has its reasoning on the next
@@ -431,6 +434,16 @@ class _Encoder:
         namespace = self.degradations.provider or "openai"
         details = message.provider_data.get(namespace, {}).get(REASONING_DETAILS_KEY)
         return details if isinstance(details, list) and details else None
+
+    def audio_id(self, message: AssistantMessage) -> str | None:
+        """The id of the turn's audio answer (`AUDIO_KEY`), by which OpenAI takes an audio
+        turn back (the audio stays on its server, until its `expires_at`): kept in this
+        provider's own namespace alone, as `reasoning_details` are, so that it goes back
+        only to the provider that gave it, never to another endpoint."""
+        namespace = self.degradations.provider or "openai"
+        audio = message.provider_data.get(namespace, {}).get(AUDIO_KEY)
+        found = audio.get("id") if isinstance(audio, dict) else None
+        return found if isinstance(found, str) and found else None
 
     def tool_call(self, call: ToolCall) -> dict[str, Any]:
         """A call as the wire takes it back: a function's, or a call of a tool of another

@@ -30,6 +30,12 @@ decoder uses, so a collected stream equals the decoded body of the same message:
 - `ANNOTATIONS_KEY`: the `delta.annotations` lists (OpenAI's web search sends its
   `url_citation`s on a delta of their own near the end, OpenRouter's web plugin likewise),
   appended in order; each chunk that carries some emits the whole list so far.
+- `AUDIO_KEY`: OpenAI's `delta.audio` pieces (the answer's audio, where the request asked
+  for it), joined into the object a non-streamed `message.audio` is: their `transcript` and
+  `data` strings appended in order, each other field (`id`, which may come on every piece,
+  `expires_at`) as first given (or filling one given as `null`). Emitted at the end (finish,
+  `[DONE]`, end of input, an error), not with each piece: the audio is the whole answer's,
+  its `data` long.
 - `EXECUTED_TOOLS_KEY`: Groq's compound systems' `delta.executed_tools`, in order, a tool
   sent again under the same `index` (once it ran, with its output) in the place of the one
   before (`_executed_tools`); each chunk that carries some emits the whole list so far.
@@ -75,6 +81,7 @@ from pydantic import ValidationError
 from allama.adapters._sse import SseEvent, SseParser
 from allama.adapters.openai_compat._decode import (
     ANNOTATIONS_KEY,
+    AUDIO_KEY,
     AUDIO_TOKENS_KEY,
     CONTENT_PARTS_KEY,
     EXECUTED_TOOLS_KEY,
@@ -90,6 +97,7 @@ from allama.adapters.openai_compat._decode import (
     finish_error,
     finish_reason_of,
     kept_list,
+    kept_object,
     loose_usage,
     message_parts,
     other_choice,
@@ -136,6 +144,10 @@ _DONE = "[DONE]"
 
 _JOINED = frozenset({"text", "summary", "data", "signature"})
 """The string fields of a `reasoning_details` entry that its streamed pieces spell in parts."""
+
+_AUDIO_JOINED = frozenset({"transcript", "data"})
+"""The string fields of the answer's audio (`AUDIO_KEY`) that its streamed pieces spell in
+parts."""
 
 
 def _continues(entry: dict[str, Any], piece: dict[str, Any]) -> bool:
@@ -265,6 +277,10 @@ class ChatStreamDecoder:
         """The entry whose pieces are still arriving; its string pieces are in `_detail_text`."""
         self._detail_text: dict[str, list[str]] = {}
         self._details_changed = False
+        self._audio: dict[str, Any] | None = None
+        """The answer's audio so far (`AUDIO_KEY`); its string pieces are in `_audio_text`."""
+        self._audio_text: dict[str, list[str]] = {}
+        self._audio_changed = False
         self.finished = False
         self._filtered = False
         """Whether the stream's finish says a content filter filtered it."""
@@ -459,12 +475,18 @@ class ChatStreamDecoder:
         )
 
     def _kept(self, extra: dict[str, Any]) -> Iterator[StreamEvent]:
-        """The annotations, executed tools and reasoning details a delta carries (its
+        """The annotations, executed tools, audio and reasoning details a delta carries (its
         `model_extra`)."""
         annotations = kept_list(extra, "annotations")
         if annotations is not None:
             self._annotations.extend(annotations)
             yield self._data(ANNOTATIONS_KEY, list(self._annotations))
+        audio = kept_object(extra, "audio")
+        if audio is not None:
+            self._audio_piece(audio)
+            if self.finished:
+                # Nothing more marks the end after the finish reason: emit it as it comes.
+                yield from self._flush_details()
         executed = kept_list(extra, "executed_tools")
         if executed is not None:
             self._executed_tools(executed)
@@ -477,6 +499,25 @@ class ChatStreamDecoder:
         if self.finished:
             # Nothing more marks the end after the finish reason: emit them as they come.
             yield from self._flush_details()
+
+    def _audio_piece(self, piece: dict[str, Any]) -> None:
+        """Add one `delta.audio` piece: its `transcript` and `data` strings appended, its
+        other fields filling those the audio lacks (or has as `null`)."""
+        self._audio_changed = True
+        audio = self._audio = {} if self._audio is None else self._audio
+        for key, value in piece.items():
+            if key in _AUDIO_JOINED and isinstance(value, str):
+                self._audio_text.setdefault(key, []).append(value)
+                audio.setdefault(key, value)  # (its place among the fields, as first given)
+            elif audio.get(key) is None:
+                audio[key] = value
+
+    def _joined_audio(self) -> dict[str, Any]:
+        """A copy of the audio so far, its string pieces joined."""
+        audio = dict(self._audio or {})
+        for key, pieces in self._audio_text.items():
+            audio[key] = pieces[0] if len(pieces) == 1 else "".join(pieces)
+        return audio
 
     def _executed_tools(self, tools: list[Any]) -> None:
         """Groq's compound systems' `delta.executed_tools`, added to those so far. Groq sends
@@ -534,10 +575,13 @@ class ChatStreamDecoder:
         return entry
 
     def _flush_details(self) -> Iterator[StreamEvent]:
-        """The `reasoning_details` so far, if they changed since they were last emitted (and
-        the tool calls held until their arguments, as the stream ends)."""
+        """The `reasoning_details` and the audio so far, if they changed since they were
+        last emitted (and the tool calls held until their arguments, as the stream ends)."""
         for index in list(self._held):
             yield from self._tool_start(index)
+        if self._audio_changed:
+            self._audio_changed = False
+            yield self._data(AUDIO_KEY, self._joined_audio())
         if not self._details_changed:
             return
         self._details_changed = False
