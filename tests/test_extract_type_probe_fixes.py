@@ -1,6 +1,7 @@
 """Awkward pydantic types in an extraction: a response model's serialization override is
 built for validation, and a value the model quotes where a `Literal` or enum lists numbers
-or booleans is said as the string it is, the values as JSON writes them."""
+or booleans is said as the string it is, the values as JSON writes them; a flag's refusal
+says what its schema lists (the sums of its bits), not its members alone."""
 
 from __future__ import annotations
 
@@ -131,3 +132,72 @@ def test_a_secret_quoted_number_is_still_not_quoted() -> None:
         Extractor().extract(target, Hidden, ChatRequest("gpt-4o").user("x"))
     assert caught.value.detail == "unknown variant a secret string, expected 1 or 2"
     assert "SECRET" not in str(caught.value)
+
+
+class Perm(enum.Flag):
+    R = 1
+    W = 2
+    X = 4
+
+
+class Lone(enum.Flag):
+    ON = 1
+
+
+class Bits(enum.IntFlag):
+    LOW = 1
+    HIGH = 2
+
+
+class Spread(enum.Enum):
+    ONE = 1
+    TWO = 2
+    FOUR = 4
+
+
+class Flagged(BaseModel):
+    perm: Perm = Perm.R
+    perms: list[Perm | None] = []
+    lone: Lone = Lone.ON
+    bits: Bits = Bits.LOW
+    spread: Spread = Spread.ONE
+
+
+@pytest.mark.parametrize(
+    ("reply", "place", "detail"),
+    [
+        # The schema lists 0 to 7: pydantic's words (`1, 2 or 4`) steered the model from 3.
+        (
+            '{"perm": 8}',
+            "perm",
+            "unknown variant integer `8`, expected a sum of any of 1, 2 and 4, or 0",
+        ),
+        (
+            '{"perms": [3, "3"]}',
+            "perms[1]",
+            'unknown variant string "3", expected a sum of any of 1, 2 and 4, or 0',
+        ),
+        ('{"lone": 2}', "lone", "unknown variant integer `2`, expected 0 or 1"),
+        (
+            '{"bits": "1"}',
+            "bits",
+            'unknown variant string "1", expected an integer from 0 to 9223372036854775807',
+        ),
+        # Another enum of the same values: its members are all it reads, said as before.
+        ('{"spread": 3}', "spread", "unknown variant integer `3`, expected 1, 2 or 4"),
+    ],
+)
+def test_a_flag_refused_is_said_to_expect_what_its_schema_lists(
+    reply: str, place: str, detail: str
+) -> None:
+    target, recorder = _openai(reply)
+    with pytest.raises(ParseError) as caught:
+        Extractor(retries=1).extract(target, Flagged, ChatRequest("gpt-4o").user("x"))
+    assert caught.value.detail == detail
+    assert recorder.bodies[1]["messages"][-1]["content"] == (
+        f"The previous reply could not be used: it did not match the schema at `{place}`: "
+        f"{detail}. "
+        "Reply again with only the JSON value, matching the schema exactly."
+    )
+    schema = recorder.bodies[0]["response_format"]["json_schema"]["schema"]
+    assert schema["$defs"]["Perm"]["enum"] == [0, 1, 2, 3, 4, 5, 6, 7]

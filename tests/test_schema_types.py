@@ -41,7 +41,7 @@ from pydantic.json_schema import SkipJsonSchema
 from typing_extensions import TypedDict
 
 import allama
-from _native_wire import extract_through
+from _native_wire import answer, extract_through
 from _recording import provider as recorded
 from allama import ChatRequest, InvalidRequestError, SchemaEnforcement, ToolDefinition
 from allama.mock import MockProvider, TestProvider
@@ -835,6 +835,258 @@ def test_a_shared_enum_a_field_reads_without_a_validator_is_still_refused(tp: An
         "validate" + ENUM_ADVICE
     )
     assert provider.requests == []
+
+
+class Kind(enum.Enum):
+    CAT = "cat"
+    DOG = "dog"
+
+
+class TextKind(str, enum.Enum):  # noqa: UP042 (the mixin spelled out, as the advice says)
+    CAT = "cat"
+    DOG = "dog"
+
+
+class Access(enum.IntFlag):
+    READ = 1
+
+
+class Mode(enum.Flag):
+    R = 1
+
+
+class Cat(BaseModel):
+    kind: Literal[Kind.CAT]
+    meow: int
+
+
+class Dog(BaseModel):
+    kind: Literal["dog"]
+    bark: int
+
+
+class Pet(BaseModel):
+    pet: Cat | Dog = Field(discriminator="kind")
+
+
+class CatByDefault(BaseModel):
+    kind: Literal[Kind.CAT] = Kind.CAT
+    n: int
+
+
+class Litter(BaseModel):
+    kinds: list[Literal[Kind.CAT, Kind.DOG]]
+
+
+class ByOwner(BaseModel):
+    pets: dict[str, Literal[Kind.DOG]]
+
+
+class Tagged(TypedDict):
+    tag: Literal[b"x"]
+
+
+@dataclasses.dataclass
+class Mixed3:
+    kind: Literal["bird", Kind.CAT, Mode.R]
+
+
+class CatOrNothing(BaseModel):
+    kind: Literal[Kind.CAT] | None = None
+
+
+class ReadByItsValidator(BaseModel):
+    kind: Annotated[
+        Literal[Kind.CAT], BeforeValidator(lambda v: Kind(v) if isinstance(v, str) else v)
+    ]
+
+
+class ReadByNoValidatorOfItsOwn(BaseModel):
+    kind: Annotated[Literal[Kind.CAT], AfterValidator(lambda v: v)]
+
+
+def _literal_refused(where: str, shown: str, holding: str, instead: str) -> str:
+    return (
+        f"a `Literal` {where} is listed by the JSON of its values ({shown}), which validation "
+        f"compares with the values themselves and refuses, so no answer holding {holding} "
+        f"would validate; use {instead}, or read the JSON value in a validator of the field "
+        "(`mode='before'`)"
+    )
+
+
+CAT_INSTEAD = "a member of an enum with a mixin (`class Kind(str, Enum)`) or the plain value"
+
+
+@pytest.mark.parametrize(
+    ("tp", "message"),
+    [
+        (
+            Pet,
+            "cannot extract `Pet`: "
+            + _literal_refused(
+                "in the field `Cat.kind`",
+                '`Kind.CAT` as `"cat"`',
+                "it",
+                f"{CAT_INSTEAD} (`Literal['cat']`)",
+            ),
+        ),
+        (
+            # A default is no way out: OpenAI's strict mode sends the key always.
+            CatByDefault,
+            "cannot extract `CatByDefault`: "
+            + _literal_refused(
+                "in the field `CatByDefault.kind`",
+                '`Kind.CAT` as `"cat"`',
+                "it",
+                f"{CAT_INSTEAD} (`Literal['cat']`)",
+            ),
+        ),
+        (
+            Litter,
+            "cannot extract `Litter`: "
+            + _literal_refused(
+                "in the field `Litter.kinds`",
+                '`Kind.CAT` as `"cat"`, `Kind.DOG` as `"dog"`',
+                "one of them",
+                f"{CAT_INSTEAD}s (`Literal['cat', 'dog']`)",
+            ),
+        ),
+        (
+            ByOwner,
+            "cannot extract `ByOwner`: "
+            + _literal_refused(
+                "in the field `ByOwner.pets`",
+                '`Kind.DOG` as `"dog"`',
+                "it",
+                f"{CAT_INSTEAD} (`Literal['dog']`)",
+            ),
+        ),
+        (
+            Tagged,
+            "cannot extract `Tagged`: "
+            + _literal_refused(
+                "in the field `Tagged.tag`",
+                "`b'x'` as `\"x\"`",
+                "it",
+                "the plain value (`Literal['x']`)",
+            ),
+        ),
+        (
+            Mixed3,
+            "cannot extract `Mixed3`: "
+            + _literal_refused(
+                "in the field `Mixed3.kind`",
+                '`Kind.CAT` as `"cat"`, `Mode.R` as `1`',
+                "one of them",
+                "a member of an enum with a mixin (`class Kind(str, Enum)`, `class "
+                "Mode(IntFlag)`) or the plain values (`Literal['bird', 'cat', 1]`)",
+            ),
+        ),
+        (
+            CatOrNothing,
+            "cannot extract `CatOrNothing`: "
+            + _literal_refused(
+                "in the field `CatOrNothing.kind`",
+                '`Kind.CAT` as `"cat"`',
+                "it",
+                f"{CAT_INSTEAD} (`Literal['cat']`)",
+            ),
+        ),
+        (
+            ReadByNoValidatorOfItsOwn,
+            "cannot extract `ReadByNoValidatorOfItsOwn`: "
+            + _literal_refused(
+                "in the field `ReadByNoValidatorOfItsOwn.kind`",
+                '`Kind.CAT` as `"cat"`',
+                "it",
+                f"{CAT_INSTEAD} (`Literal['cat']`)",
+            ),
+        ),
+        (
+            list[Literal[Kind.DOG]],
+            "cannot extract `list[Literal[<Kind.DOG: 'dog'>]]`: "
+            + _literal_refused(
+                "of the type", '`Kind.DOG` as `"dog"`', "it", f"{CAT_INSTEAD} (`Literal['dog']`)"
+            ),
+        ),
+    ],
+)
+def test_a_literal_whose_values_validation_refuses_is_refused_before_sending(
+    tp: Any, message: str
+) -> None:
+    """Pydantic lists `Literal[Kind.CAT]` of a plain `Enum` as `"cat"`, then compares the
+    JSON value with the member itself: every answer the schema allows would fail, every
+    retry paid for (the retry told the model to send what it sent)."""
+    with pytest.raises(ValidationError):
+        TypeAdapter(CatByDefault).validate_json('{"kind": "cat", "n": 1}')
+    provider = TestProvider()
+    with pytest.raises(TypeError) as raised:
+        allama.Extractor(retries=2).extract(provider, tp, ChatRequest("m").user("x"))
+    assert str(raised.value) == message
+    assert provider.requests == []
+
+
+def test_a_literal_whose_values_validation_refuses_is_refused_by_plan_too() -> None:
+    target, recorder = recorded("openai")
+    with pytest.raises(TypeError) as raised:
+        allama.Extractor().plan(target, Pet, ChatRequest("gpt-4o").user("x"))
+    assert str(raised.value).startswith(
+        "cannot extract `Pet`: a `Literal` in the field `Cat.kind` is listed by the JSON of "
+        'its values (`Kind.CAT` as `"cat"`)'
+    )
+    assert recorder.bodies == []
+
+
+class ReadLiterals(BaseModel):
+    text: Literal[TextKind.CAT]
+    rank: Literal[Rank.LOW]
+    access: Literal[Access.READ]
+    plain: Literal["a", 1, 1.5, True, None]
+
+
+class TextPet(BaseModel):
+    kind: Literal[TextKind.CAT] = TextKind.CAT
+    n: int
+
+
+def test_a_literal_validation_reads_from_its_json_is_sent_as_before() -> None:
+    """A member of an enum with a `str` or `int` mixin is read from its JSON value, as a
+    plain value is: sent, and its answer read, exactly."""
+    reply = '{"text": "cat", "rank": 1, "access": 1, "plain": 1.5}'
+    extracted, sent = extract_through("openai", ReadLiterals, reply)
+    assert extracted.value == ReadLiterals(
+        text=TextKind.CAT, rank=Rank.LOW, access=Access.READ, plain=1.5
+    )
+    assert sent["properties"]["text"] == {"enum": ["cat"], "title": "Text", "type": "string"}
+    assert extracted.metadata.enforcement is SchemaEnforcement.EXACT
+    defaulted, _ = extract_through("openai", TextPet, '{"kind": "cat", "n": 1}')
+    assert defaulted.value == TextPet(kind=TextKind.CAT, n=1)
+
+
+def test_a_literal_a_validator_of_the_field_reads_is_not_refused() -> None:
+    extracted, sent = extract_through("openai", ReadByItsValidator, '{"kind": "cat"}')
+    assert extracted.value == ReadByItsValidator(kind=Kind.CAT)
+    assert sent["properties"]["kind"]["enum"] == ["cat"]
+
+
+class KeyedByLiteral(BaseModel):
+    counts: dict[Literal["a", Kind.DOG], int]
+
+
+def test_a_literal_of_a_maps_keys_is_read_as_keys_are_not_refused_as_a_value() -> None:
+    """A key is text: which of a `Literal`'s values it reads is the keys' own reading
+    (`_key_names`), which lists `"a"` alone here."""
+    extracted, sent = extract_through("openai", KeyedByLiteral, '{"counts": {"a": 2}}')
+    assert extracted.value == KeyedByLiteral(counts={"a": 2})
+    assert sent["properties"]["counts"]["propertyNames"] == {"enum": ["a"]}
+
+
+def test_a_decision_among_a_plain_enums_members_in_a_literal_is_unaffected() -> None:
+    """`decide` sends its options' labels, which it reads back as the members."""
+    target, recorder = recorded("openai", (200, answer("openai", '{"value": "dog"}')))
+    decision = allama.decide(target, Literal[Kind.CAT, Kind.DOG], ChatRequest("gpt-4o").user("x"))
+    assert decision.value is Kind.DOG
+    assert len(recorder.bodies) == 1
 
 
 def test_an_enum_member_no_json_reads_back_is_left_out_of_the_schema() -> None:

@@ -7,6 +7,7 @@ of the caller's own validator.
 
 from __future__ import annotations
 
+import enum
 import json
 import re
 import sys
@@ -38,6 +39,7 @@ from allama.extract._json_strict import BESIDE, said_first, validate_strict_json
 from allama.extract._kept import NOT_FINITE, Merged, kept_keys, merged_keys, non_finite_place
 from allama.extract._output import CAREFUL, OutputPlan, output_plan, schema_nodes
 from allama.schema._nulls import normalize_strict_nulls
+from allama.schema._types import flag_expected
 from allama.schema._undeclared import UndeclaredKey, find_undeclared_key, format_path, key_step
 
 
@@ -105,9 +107,11 @@ _EXPECTED = {
 }
 
 
-def _message(error: ErrorDetails, secret: bool = False) -> str:
+def _message(error: ErrorDetails, secret: bool = False, listed: str | None = None) -> str:
     """What `error` says, in plain words; where `secret` (its place is, or is in, a
-    secret-typed field), without the value the model wrote there."""
+    secret-typed field), without the value the model wrote there. `listed` is what the
+    schema lists at an enum's place where pydantic's list of its members says less (a
+    flag's sums, `flag_expected`)."""
     kind = error["type"]
     value = error.get("input")
     ctx = error.get("ctx") or {}
@@ -116,10 +120,10 @@ def _message(error: ErrorDetails, secret: bool = False) -> str:
         return f"missing field `{error['loc'][-1]}`" if error["loc"] else "missing value"
     if kind in ("enum", "literal_error"):
         expected = str(ctx.get("expected", ""))
-        listed = _listed_as_json(expected)
-        if listed is None:
+        as_json = (listed, True) if listed is not None else _listed_as_json(expected)
+        if as_json is None:
             return f"unknown variant {_describe_variant(value, secret)}, expected {expected}"
-        said, scalars = listed
+        said, scalars = as_json
         written = _describe(value, secret) if scalars else _describe_variant(value, secret)
         return f"unknown variant {written}, expected {said}"
     if kind == "value_error":
@@ -272,12 +276,14 @@ def from_validation_error(
     errors = error.errors(include_url=False)
     first = said_first(errors)
     bounds = all(each["type"] in _BOUNDS for each in errors)
+    loc = tuple(first["loc"])
+    listed = _flag_listed(adapter, loc) if adapter is not None and first["type"] == "enum" else None
     secrets = None if adapter is None else _secrets_of(adapter)
     if secrets is None:
-        return Failure(_message(first), _path(first, output), kind=first["type"], bounds=bounds)
-    loc = tuple(first["loc"])
+        message = _message(first, listed=listed)
+        return Failure(message, _path(first, output), kind=first["type"], bounds=bounds)
     hidden = secrets.hidden(loc)
-    message = _message(first, secrets.holds(loc))
+    message = _message(first, secrets.holds(loc), listed)
     if first["type"] == "extra_forbidden" and len(loc) - 1 in hidden:
         message = "an unknown field"  # a key the model wrote inside a secret value
     path = _path(first, output, hidden)
@@ -291,6 +297,8 @@ class _Secrets:
 
     core: dict[str, Any]
     refs: dict[str, dict[str, Any]]
+    sought: Callable[[dict[str, Any]], bool] | None = None
+    """What a node is sought for, where not for being secret (`_is_secret`): a flag's."""
 
     def holds(self, loc: tuple[Any, ...]) -> bool:
         """Whether the place pydantic names `loc` is, or is in, a secret-typed value (some
@@ -301,7 +309,7 @@ class _Secrets:
         if not isinstance(node, dict) or (id(node), at) in seen:
             return False
         seen.add((id(node), at))
-        if _is_secret(node):
+        if (_is_secret if self.sought is None else self.sought)(node):
             return True
         kind = node.get("type")
         if kind == "definition-ref":
@@ -551,6 +559,51 @@ def _secrets_of(adapter: TypeAdapter[Any]) -> _Secrets | None:
     secrets = _Secrets(core, refs) if found else None
     _secrets[adapter] = secrets
     return secrets
+
+
+_flags: weakref.WeakKeyDictionary[TypeAdapter[Any], _Flags | None] = weakref.WeakKeyDictionary()
+
+
+@dataclass(frozen=True, slots=True)
+class _Flags:
+    """A type's core schema that holds a flag (`enum.Flag`) whose schema lists other than
+    its members (`flag_expected`), with the schemas it defines by `ref` and what each
+    flag's schema lists."""
+
+    core: dict[str, Any]
+    refs: dict[str, dict[str, Any]]
+    listed: dict[type[enum.Flag], str]
+
+
+def _flag_listed(adapter: TypeAdapter[Any], loc: tuple[Any, ...]) -> str | None:
+    """What the schema lists of the flag at the place pydantic names `loc`, in a failure's
+    words (the first found, where a union's readings of `loc` reach more than one); `None`
+    where no flag is there. A type's flags are found once, on its first enum error."""
+    try:
+        flags = _flags[adapter]
+    except KeyError:
+        core = cast(dict[str, Any], adapter.core_schema)
+        refs: dict[str, dict[str, Any]] = {}
+        listed: dict[type[enum.Flag], str] = {}
+        for node in schema_nodes(core):
+            if isinstance(node.get("ref"), str):
+                refs[node["ref"]] = node
+            cls = node.get("cls")
+            if node.get("type") == "enum" and isinstance(cls, type) and issubclass(cls, enum.Flag):
+                said = flag_expected(cls)
+                if said is not None:
+                    listed[cls] = said
+        flags = _flags[adapter] = _Flags(core, refs, listed) if listed else None
+    if flags is None:
+        return None
+    for cls, said in flags.listed.items():
+
+        def is_it(node: dict[str, Any], cls: type[enum.Flag] = cls) -> bool:
+            return node.get("type") == "enum" and node.get("cls") is cls
+
+        if _Secrets(flags.core, flags.refs, is_it).holds(loc):
+            return said
+    return None
 
 
 def _overflows(value: Any) -> bool:

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from pydantic import PydanticInvalidForJsonSchema, PydanticUserError, TypeAdapter, ValidationError
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode, JsonSchemaValue
-from pydantic_core import PydanticOmit, core_schema
+from pydantic_core import PydanticOmit, SchemaValidator, core_schema
 
 from allama.schema._errors import SchemaError
 
@@ -105,6 +105,13 @@ class _StableDefaults(GenerateJsonSchema):
         """The enums none of whose listed values validation reads back (`enum_schema`), by
         their core schema's identity, each with its refusal: refused only if an answer
         reaches one past no validator of the caller's (`_first_reached`)."""
+        self._unread_literals: dict[int, tuple[Any, _LiteralUnread]] = {}
+        """The `Literal`s some of whose values validation does not read back from their JSON
+        (`literal_schema`), by their core schema's identity, each with its refusal: refused,
+        as an enum is, only if an answer reaches one past no validator of the caller's."""
+        self._fields: list[str | None] = []
+        """The fields being written, innermost last, each named by its owner (`Owner.field`;
+        `None` where its name is unknown): a refusal names the field it is in."""
 
     @property
     def mode(self) -> JsonSchemaMode:
@@ -259,6 +266,48 @@ class _StableDefaults(GenerateJsonSchema):
                 kept.setdefault("description", _flag_description(cls))
                 json_schema = {**kept, **values}
         return json_schema
+
+    def literal_schema(self, schema: core_schema.LiteralSchema) -> JsonSchemaValue:
+        """A `Literal` as pydantic lists it, each value by its JSON (a plain `Enum`'s member
+        by its value's). Validation compares what it reads with the value itself, which a
+        plain `Enum`'s member (`Literal[Kind.CAT]`) or `bytes` never equals: a `Literal`
+        holding a value its own JSON validation refuses is refused (`_LiteralUnread`) if an
+        answer reaches it past no validator of the caller's (decided from the root,
+        `generate`), since every answer naming that value fails, every retry too."""
+        json_schema = super().literal_schema(schema)
+        listed = [json_schema["const"]] if "const" in json_schema else json_schema.get("enum")
+        expected = list(schema["expected"])
+        if self.mode == "validation" and isinstance(listed, list) and len(listed) == len(expected):
+            texts = tuple(json.dumps(value) for value in listed)
+            unread = _unread_literal_values(tuple((type(v), v) for v in expected), texts)
+            if unread:
+                pairs = [(expected[at], texts[at]) for at in sorted(unread)]
+                place = self._fields[-1] if self._fields else None
+                refusal = _LiteralUnread(place, expected, pairs)
+                self._unread_literals[id(schema)] = (schema, refusal)
+        return json_schema
+
+    def model_field_schema(self, schema: core_schema.ModelField) -> JsonSchemaValue:
+        with self._in_field(self._field_names.get(id(schema))):
+            return super().model_field_schema(schema)
+
+    def dataclass_field_schema(self, schema: core_schema.DataclassField) -> JsonSchemaValue:
+        with self._in_field(schema.get("name")):
+            return super().dataclass_field_schema(schema)
+
+    def typed_dict_field_schema(self, schema: core_schema.TypedDictField) -> JsonSchemaValue:
+        with self._in_field(self._field_names.get(id(schema))):
+            return super().typed_dict_field_schema(schema)
+
+    @contextlib.contextmanager
+    def _in_field(self, name: str | None) -> Iterator[None]:
+        """A field named `name` is written within: a refusal names it by its owner."""
+        owner = self._owners[-1] if self._owners else None
+        self._fields.append(None if name is None else f"{owner}.{name}" if owner else name)
+        try:
+            yield
+        finally:
+            self._fields.pop()
 
     def decimal_schema(self, schema: core_schema.DecimalSchema) -> JsonSchemaValue:
         """A decimal as a number, or as a numeral in a string: pydantic leaves the string
@@ -449,8 +498,9 @@ class _StableDefaults(GenerateJsonSchema):
         """Pydantic's schema, with each tagged union's tag required in its branches
         (`_TagsRequired`). A type left out whole (`SkipJsonSchema[int]`) is refused
         (`_NothingShown`), as is an enum an answer reaches none of whose values validation
-        reads back (`enum_schema`), and a required field left out that an answer must hold
-        (`_shown_skipped`)."""
+        reads back (`enum_schema`), a `Literal` an answer reaches with a value validation
+        does not read back (`literal_schema`), and a required field left out that an answer
+        must hold (`_shown_skipped`)."""
         self._root, self._tagged_refs = schema, None
         try:
             json_schema = super().generate(schema, mode)
@@ -460,6 +510,10 @@ class _StableDefaults(GenerateJsonSchema):
             unread = self._first_reached(schema, self._unread_enums)
             if unread is not None:
                 raise unread
+        if self._unread_literals:
+            refused = self._first_reached(schema, self._unread_literals)
+            if refused is not None:
+                raise refused
         if self._skipped_required:
             skipped = self._shown_skipped(schema)
             if skipped is not None:
@@ -517,6 +571,17 @@ class _StableDefaults(GenerateJsonSchema):
         return super().definitions_schema(schema)
 
     def dict_schema(self, schema: core_schema.DictSchema) -> JsonSchemaValue:
+        """A map's schema (`_map_schema`). Its keys are read from JSON's keys, which are
+        text, and `_key_names` says which of a `Literal`'s it reads, so a `Literal` among
+        them is not refused as a value's is (`literal_schema`)."""
+        json_schema = self._map_schema(schema)
+        keys = schema.get("keys_schema")
+        if keys is not None and self._unread_literals:
+            for node in _nodes_within(keys):
+                self._unread_literals.pop(id(node), None)
+        return json_schema
+
+    def _map_schema(self, schema: core_schema.DictSchema) -> JsonSchemaValue:
         """A map's keys as JSON writes them (text) where pydantic's schema would leave them
         unsaid (`_key_names`): pydantic says nothing of keys read as numbers, booleans or
         through `Optional`, so a provider would take any key for enforced. No dialect keeps
@@ -1090,6 +1155,24 @@ def _flag_values(cls: type[enum.Flag]) -> dict[str, Any] | None:
     return bounds
 
 
+def flag_expected(cls: type[enum.Flag]) -> str | None:
+    """What a flag's schema lists (`_flag_values`), as a failure says what it expects: the
+    sums of its bits, `0` too, for a flag that reads only those (a `Flag`'s); the range for
+    one that reads any integer (an `IntFlag`'s). Pydantic's own words list its members
+    alone (`1, 2 or 4`), which steers a model away from `3`. `None` where the schema lists
+    the members as pydantic does."""
+    values = _flag_values(cls)
+    if values is None:
+        return None
+    if getattr(cls, "_boundary_", None) in (enum.KEEP, enum.EJECT):
+        return f"an integer from {values['minimum']} to {values['maximum']}"
+    mask = int(getattr(cls, "_flag_mask_", 0)) & (_INT64_END - 1)
+    bits = [str(1 << at) for at in range(mask.bit_length()) if mask >> at & 1]
+    if len(bits) < 2:
+        return " or ".join(["0", *bits])
+    return f"a sum of any of {', '.join(bits[:-1])} and {bits[-1]}, or 0"
+
+
 def _flag_description(cls: type[enum.Flag]) -> str:
     """What a flag's numbers mean: its schema lists combinations, or a range, not which
     member each bit is."""
@@ -1228,7 +1311,7 @@ def _build(tp: Any) -> TypeSchema:
     adapter: TypeAdapter[Any] = TypeAdapter(tp)
     try:
         schema = adapter.json_schema(mode="validation", schema_generator=_StableDefaults)
-    except (_KeysUnread, _EnumUnread, _SkippedRequired, _NothingShown) as refused:
+    except (_KeysUnread, _EnumUnread, _LiteralUnread, _SkippedRequired, _NothingShown) as refused:
         raise TypeError(f"cannot extract `{type_label(tp)}`: {refused}") from None
     unread = _read_by_path(adapter.core_schema)
     if unread:
@@ -1314,6 +1397,38 @@ def _unread_values(cls: Any, texts: tuple[str, ...]) -> frozenset[str]:
 
 
 @lru_cache(maxsize=_CACHED_TYPES)
+def _unread_literal_values(
+    values: tuple[tuple[type, Any], ...], texts: tuple[str, ...]
+) -> frozenset[int]:
+    """The places of a `Literal`'s values (each with its type, so that `1` and `True`, which
+    are equal, are kept apart in the cache) whose JSON text (`texts`, as pydantic lists
+    them) JSON validation of that `Literal` refuses: it compares what it reads with the
+    values themselves, which a plain `Enum`'s member or `bytes` never equals."""
+    validator = SchemaValidator(core_schema.literal_schema([value for _, value in values]))
+    unread: set[int] = set()
+    for at, text in enumerate(texts):
+        try:
+            validator.validate_json(text)
+        except ValidationError:
+            unread.add(at)
+    return frozenset(unread)
+
+
+def _nodes_within(schema: Any) -> Iterator[Any]:
+    """Every mapping within a core schema, itself included (not through a reference)."""
+    seen: set[int] = set()
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list | tuple):
+            stack.extend(node)
+        elif isinstance(node, dict) and id(node) not in seen:
+            seen.add(id(node))
+            yield node
+            stack.extend(node.values())
+
+
+@lru_cache(maxsize=_CACHED_TYPES)
 def _as_numbers(
     cls: Any, members: tuple[Any, ...], unread: frozenset[str], texts: tuple[str, ...]
 ) -> dict[str, str]:
@@ -1357,6 +1472,70 @@ class _EnumUnread(TypeError):
             "values, or read the JSON value in its `_missing_` or in a validator of the field "
             "(`mode='before'`)"
         )
+
+
+class _LiteralUnread(TypeError):
+    """A `Literal` some of whose values validation does not read back from their JSON
+    (`_unread_literal_values`): a plain `Enum`'s member, `bytes`."""
+
+    _SHOWN = 3
+
+    def __init__(self, place: str | None, expected: list[Any], unread: list[Any]) -> None:
+        shown = ", ".join(
+            f"`{_literal_value(value)}` as `{text}`" for value, text in unread[: self._SHOWN]
+        )
+        more = f" and {len(unread) - self._SHOWN} more" if len(unread) > self._SHOWN else ""
+        where = f"in the field `{place}`" if place is not None else "of the type"
+        one = len(unread) == 1
+        refused = {id(value) for value, _ in unread}
+        plain = ", ".join(
+            repr(_plain(value)) if id(value) in refused else _literal_value(value)
+            for value in expected
+        )
+        mixins = list(
+            dict.fromkeys(
+                _mixin(type(value)) for value, _ in unread if isinstance(value, enum.Enum)
+            )
+        )
+        mixed = [mixin for mixin in mixins if mixin is not None]
+        instead = f"the plain value{'' if one else 's'} (`Literal[{plain}]`)"
+        if mixed:
+            instead = f"a member of an enum with a mixin ({', '.join(mixed)}) or {instead}"
+        super().__init__(
+            f"a `Literal` {where} is listed by the JSON of its values ({shown}{more}), "
+            "which validation compares with the values themselves and refuses, so no answer "
+            f"holding {'it' if one else 'one of them'} would validate; use {instead}, or read "
+            "the JSON value in a validator of the field (`mode='before'`)"
+        )
+
+
+def _literal_value(value: Any) -> str:
+    """How a message names a `Literal`'s value: an enum member by its name (`Kind.CAT`)."""
+    if isinstance(value, enum.Enum):
+        return f"{type(value).__name__}.{value.name}"
+    return repr(value)
+
+
+def _plain(value: Any) -> Any:
+    """The plain value a `Literal` would list in place of `value`, which it reads from
+    JSON: an enum member's value, `bytes` as text."""
+    if isinstance(value, enum.Enum):
+        value = value.value
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value
+
+
+def _mixin(cls: type[enum.Enum]) -> str | None:
+    """How an enum like `cls` whose members a `Literal` reads from JSON is written: with a
+    `str` or `int` mixin, by its members' values. `None` for other values."""
+    values = [member.value for member in cls.__members__.values()]
+    if all(isinstance(value, str) for value in values):
+        return f"`class {cls.__name__}(str, Enum)`"
+    if all(isinstance(value, int) and not isinstance(value, bool) for value in values):
+        base = "IntFlag" if issubclass(cls, enum.Flag) else "IntEnum"
+        return f"`class {cls.__name__}({base})`"
+    return None
 
 
 @lru_cache(maxsize=_CACHED_TYPES)
