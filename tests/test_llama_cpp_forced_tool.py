@@ -1,8 +1,9 @@
 """`llama-cpp` (a llama.cpp server you run) says what a forced tool gets from the model's
-chat template, as `local` does: it reads the server's `GET /props` once. A template
-without tool calls (the server drops `tools` and `tool_choice` without a word) is
-`not_enforced`, refused before sending under a floor of `exact`; where the server does not
-say, a forced tool is `approximate`, never `exact`, and the plan says why.
+chat template, as `local` does: it reads the server's `GET /props` once. On a template
+without tool calls (the server drops `tools` and `tool_choice` without a word) a forced-tool
+extraction is refused before sending, whatever the policy: its tool, left out, could never
+be called; where the server does not say, a forced tool is `approximate`, never `exact`,
+and the plan says why.
 
 The server is faked on 127.0.0.1: `/props` as llama.cpp answers it (`chat_template_caps`),
 and chat completions that call the first tool offered, or answer in prose without one.
@@ -33,9 +34,15 @@ from allama import (
 )
 from allama.adapters._http import HttpRequest, HttpResponse
 from allama.cli import main
-from allama.errors import NetworkError
+from allama.errors import NetworkError, UnsupportedError
 from allama.transport import Transport
-from allama.types import CapabilitySupport, ChatCapability, RequestField, WarningKind
+from allama.types import (
+    CapabilitySupport,
+    ChatCapability,
+    RequestField,
+    UnsupportedStage,
+    WarningKind,
+)
 
 INVOICE = f"{Path(__file__).resolve().parent.parent / 'examples' / 'invoice.py'}:Invoice"
 NO_TOOLS = {"supports_tool_calls": False, "supports_parallel_tool_calls": False}
@@ -120,28 +127,44 @@ def _forced() -> ChatRequest:
     return ChatRequest("m").user("Size M.").with_option(ExtractionMode.FORCED_TOOL)
 
 
-def test_a_template_without_tool_calls_is_not_enforced_and_refused_under_exact(
+REFUSED = (
+    f"cannot send `tools`: {WHERE}, so extraction mode `forced_tool` cannot be answered (its "
+    "tool would be left out); use extraction mode `native` (ExtractionMode.NATIVE) instead"
+)
+
+
+def test_a_forced_tool_extraction_on_a_template_without_tool_calls_is_refused_before_sending(
     server: _Server,
 ) -> None:
-    # SmolLM2's template: the server would drop the tool and the model answer in prose.
+    # SmolLM2's template: the server would drop the tool and the model answer in prose,
+    # which no retry changes.
     provider = _provider(server)
     assert provider.chat_capability("m", ChatCapability.FORCED_TOOL_CHOICE) is (
         CapabilitySupport.UNKNOWN
     )
-    plan = Extractor().plan(provider, Choice, _forced())
-    assert plan.enforcement is SchemaEnforcement.NOT_ENFORCED
-    assert [w.message for w in plan.degradations] == [f"{WHERE}; the tools were left out"]
-    assert [w.message for w in plan.notes] == [
-        f"{WHERE}, so no call can be forced; `tool_choice` was left out"
-    ]
-    with pytest.raises(EnforcementBelowError) as refused:
-        Extractor(min_enforcement="exact").extract(provider, Choice, _forced())
-    assert refused.value.achieved is SchemaEnforcement.NOT_ENFORCED
-    assert refused.value.metadata.passes == 0
+    for attempt in (
+        lambda: Extractor().plan(provider, Choice, _forced()),
+        lambda: Extractor(retries=2).extract(provider, Choice, _forced()),
+        lambda: asyncio.run(Extractor(retries=2).aextract(provider, Choice, _forced())),
+        lambda: Extractor(min_enforcement="exact").extract(provider, Choice, _forced()),
+    ):
+        with pytest.raises(UnsupportedError) as refused:
+            attempt()
+        assert str(refused.value) == REFUSED
+        assert (refused.value.field, refused.value.stage) == (
+            RequestField.TOOLS,
+            UnsupportedStage.BEFORE_SENDING,
+        )
     # `/props` read once; no chat call sent.
     assert _asked(server) == [("GET", "/props")]
     assert provider.chat_capability("m", ChatCapability.FORCED_TOOL_CHOICE) is (
         CapabilitySupport.UNSUPPORTED
+    )
+    # Native mode, which auto mode picks, is planned as the call would send it.
+    native = Extractor().plan(provider, Choice, _forced().with_option(ExtractionMode.NATIVE))
+    assert (native.mode, native.enforcement) == (ExtractionMode.NATIVE, SchemaEnforcement.EXACT)
+    assert Extractor().plan(provider, Choice, ChatRequest("m").user("M")).mode is (
+        ExtractionMode.NATIVE
     )
     provider.close()
 

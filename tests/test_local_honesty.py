@@ -32,7 +32,6 @@ from pydantic import BaseModel, Field
 import allama
 from allama import (
     ChatRequest,
-    EnforcementBelowError,
     ExtractionMode,
     Extractor,
     RetryingProvider,
@@ -40,6 +39,7 @@ from allama import (
     ToolChoice,
     ToolDefinition,
 )
+from allama.cli import main
 from allama.errors import (
     Error,
     InvalidRequestError,
@@ -47,6 +47,7 @@ from allama.errors import (
     ServerError,
     UnsupportedError,
 )
+from allama.extract import EXTRACTION_TOOL, ExtractionMetadata
 from allama.local import (
     EngineNotInstalledError,
     EngineStartError,
@@ -54,6 +55,7 @@ from allama.local import (
     LocalEngine,
     ModelNotFoundError,
 )
+from allama.local import _provider as _provider_module
 from allama.transport import Transport
 from allama.types import (
     CapabilitySupport,
@@ -65,6 +67,7 @@ from allama.types import (
     UnsupportedPolicy,
     UnsupportedStage,
     UsageEvent,
+    ValidationCoverage,
     WarningKind,
 )
 
@@ -266,24 +269,141 @@ def test_tools_for_a_template_with_tool_calls_are_sent() -> None:
     assert response.warnings == ()
 
 
-def test_a_forced_tool_extraction_on_a_template_without_tools_is_reported_not_enforced() -> None:
+REFUSED = (
+    "cannot send `tools`: the model's chat template on the local llama.cpp engine has no tool "
+    "calls, so extraction mode `forced_tool` cannot be answered (its tool would be left out); "
+    "use extraction mode `native` (ExtractionMode.NATIVE) instead"
+)
+NOT_KNOWN = (
+    "the local llama.cpp engine has not loaded the model yet, so whether its chat template "
+    "has tool calls is not known (start() first for the answer); a template without them "
+    "takes no tools"
+)
+
+
+def _extract_stream(local: LlamaCppProvider, request: ChatRequest) -> Any:
+    with allama.extract_stream(local, City, request) as stream:
+        for _ in stream:
+            pass
+        return stream.finish()
+
+
+async def _aextract_stream(local: LlamaCppProvider, request: ChatRequest) -> Any:
+    async with await allama.aextract_stream(local, City, request) as stream:
+        async for _ in stream:
+            pass
+        return await stream.finish()
+
+
+_FORCED_TOOL_WAYS = {
+    "plan": lambda local, request: Extractor().plan(local, City, request),
+    "streamed plan": lambda local, request: Extractor().plan(local, City, request, stream=True),
+    "extract": lambda local, request: Extractor(retries=2).extract(local, City, request),
+    "aextract": lambda local, request: asyncio.run(
+        Extractor(retries=2).aextract(local, City, request)
+    ),
+    "extract_stream": _extract_stream,
+    "aextract_stream": lambda local, request: asyncio.run(_aextract_stream(local, request)),
+    "decide": lambda local, request: allama.decide(local, bool, request),
+    "batch": lambda local, request: allama.batch(local, City, ["Paris"], request=request),
+}
+
+
+@pytest.mark.parametrize("policy", [UnsupportedPolicy.WARN, UnsupportedPolicy.ERROR])
+@pytest.mark.parametrize("way", list(_FORCED_TOOL_WAYS))
+def test_a_forced_tool_extraction_on_a_template_without_tools_is_refused_before_sending(
+    way: str, policy: UnsupportedPolicy
+) -> None:
+    """Left out, the extraction's tool could never be called: each pass (and retry) would be
+    paid for a `MissingToolCallError`. Refused before sending, whatever the policy, and the
+    same way by a plan, a call, a stream, a decision and a batch."""
     server = _Server()
     local = _local(server)
-    request = ChatRequest("m").user("City: Paris")
+    request = ChatRequest("m").user("City: Paris").with_unsupported_policy(policy)
     forced = request.with_option(ExtractionMode.FORCED_TOOL)
-    plan = Extractor().plan(local, City, forced)
-    assert plan.mode is ExtractionMode.FORCED_TOOL
-    assert plan.enforcement is SchemaEnforcement.NOT_ENFORCED
-    assert [w.message for w in plan.degradations] == [
-        "the model's chat template on the local llama.cpp engine has no tool calls; "
-        "the tools were left out"
-    ]
-    # A floor of exact fails before anything is sent; auto mode picks the native format.
-    with pytest.raises(EnforcementBelowError):
-        Extractor(min_enforcement=SchemaEnforcement.EXACT).extract(local, City, forced)
+    with pytest.raises(UnsupportedError) as refused:
+        _FORCED_TOOL_WAYS[way](local, forced)
+    error = refused.value
+    assert str(error) == REFUSED
+    assert (error.field, error.stage, error.retryable) == (
+        RequestField.TOOLS,
+        UnsupportedStage.BEFORE_SENDING,
+        False,
+    )
+    if way not in ("plan", "streamed plan", "batch"):
+        record = ExtractionMetadata.from_error(error)
+        assert record is not None
+        assert (record.mode, record.passes) == (ExtractionMode.FORCED_TOOL, 0)
     assert server.sent == []
+
+
+def test_auto_mode_and_native_mode_extract_on_a_template_without_tools() -> None:
+    server = _Server(_answer('{"city": "Paris"}'))
+    local = _local(server)
+    request = ChatRequest("m").user("City: Paris")
     auto = Extractor().plan(local, City, request)
     assert (auto.mode, auto.enforcement) == (ExtractionMode.NATIVE, SchemaEnforcement.EXACT)
+    native = allama.extract(local, City, request.with_option(ExtractionMode.NATIVE))
+    assert native.value == City(city="Paris")
+    assert "tools" not in server.sent[0]
+
+
+def test_a_users_own_forced_tool_on_a_template_without_tools_is_still_left_out() -> None:
+    """Only the extraction's own tool is refused: a chat call forcing the caller's tool is
+    sent without it, as before, with the warnings (test above)."""
+    server = _Server()
+    local = _local(server)
+    request = ChatRequest("m").user("Time in Paris?").with_tools([TOOL])
+    response = local.chat(request.with_tool_choice(ToolChoice.tool("get_time")))
+    assert len(server.sent) == 1 and "tools" not in server.sent[0]
+    assert [w.is_about(RequestField.TOOLS) for w in response.warnings] == [True, False]
+
+
+def test_the_extraction_tool_the_provider_knows_is_extractions_own() -> None:
+    assert _provider_module._EXTRACTION_TOOL == EXTRACTION_TOOL
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_forced_tool_planned_before_the_engine_runs_is_not_claimed_exact(
+    stream: bool,
+) -> None:
+    """Before the engine loads the model, whether its template has tool calls is not known
+    (as `llama-cpp` says where its server does not): approximate, never exact."""
+    local = allama.provider("local", model="model.gguf")
+    assert isinstance(local, LlamaCppProvider) and local.engine is not None
+    forced = ChatRequest("m").user("City: Paris").with_option(ExtractionMode.FORCED_TOOL)
+    plan = Extractor().plan(local, City, forced, stream=stream)
+    assert (plan.mode, plan.enforcement, plan.coverage) == (
+        ExtractionMode.FORCED_TOOL,
+        SchemaEnforcement.APPROXIMATE,
+        ValidationCoverage.CAPABILITIES,
+    )
+    assert [(w.kind, w.message) for w in plan.degradations] == [
+        (WarningKind.APPROXIMATED, NOT_KNOWN)
+    ]
+    assert plan.notes == ()
+    # Native mode sends no tools: nothing to know there.
+    native = Extractor().plan(local, City, forced.with_option(ExtractionMode.NATIVE))
+    assert (native.enforcement, native.degradations) == (SchemaEnforcement.EXACT, ())
+    assert not local.engine.running
+
+
+def test_allama_plan_for_local_does_not_claim_a_forced_tool_exact(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ALLAMA_LOCAL_MODEL", "model.gguf")  # never loaded by a plan
+    invoice = f"{Path(__file__).resolve().parent.parent / 'examples' / 'invoice.py'}:Invoice"
+    assert main(["plan", invoice, "--json", "--provider", "local"]) == 0
+    rows = {row["mode"]: row for row in json.loads(capsys.readouterr().out)["plans"]}
+    forced = rows["forced_tool"]
+    assert forced["enforcement"] == "approximate"
+    # Then the schema's own notes, as in native mode (which sends no tools, a dry run of
+    # the call), and what a plan before the engine runs covers.
+    assert forced["notes"] == [
+        NOT_KNOWN,
+        *rows["native"]["notes"],
+        "capability table only: the schema is checked when sent",
+    ]
 
 
 # 3. Engine failures
@@ -609,6 +729,31 @@ def test_closing_local_under_a_sync_extraction_stream_fails_it_as_closed(
     assert isinstance(error, Exception)
     _closed_in_flight(error, address, model=None)  # (a stream's read names no model)
     assert not engine.running
+
+
+@pytest.mark.local
+def test_a_forced_tool_extraction_on_the_real_engine_without_tool_calls_sends_nothing(
+    tiny: Path,
+) -> None:
+    """The tiny model's ChatML template has no tool calls: the call loads the model to learn
+    that, and refuses before the engine is asked anything (no slot ever took a task)."""
+    with allama.provider("local", model=tiny) as provider:
+        assert isinstance(provider, LlamaCppProvider) and provider.engine is not None
+        engine = provider.engine
+        request = ChatRequest("tiny").user("City: Paris").with_max_output_tokens(40)
+        forced = request.with_option(ExtractionMode.FORCED_TOOL)
+        cold = Extractor().plan(provider, City, forced)
+        assert [w.message for w in cold.degradations] == [NOT_KNOWN]
+        with pytest.raises(UnsupportedError) as refused:
+            Extractor(retries=2).extract(provider, City, forced)
+        assert str(refused.value) == REFUSED
+        with pytest.raises(UnsupportedError) as arefused:
+            asyncio.run(Extractor(retries=2).aextract(provider, City, forced))
+        assert str(arefused.value) == REFUSED
+        slots = httpx2.get(f"{engine.address}/slots", timeout=5).json()
+        assert [slot.get("id_task") for slot in slots] == [None]  # never given one
+        native = allama.extract(provider, City, forced.with_option(ExtractionMode.NATIVE))
+        assert native.value == City(city="")
 
 
 _STARTING_CLOSED = (

@@ -32,6 +32,7 @@ from allama import (
     SchemaEnforcement,
 )
 from allama.adapters.openai_compat import CapabilityTable, ModelFamily, StructuredLevel
+from allama.errors import UnsupportedError
 from allama.extract import ExtractionPlan
 from allama.local import LlamaCppProvider, LocalEngine
 from allama.transport import Transport
@@ -46,9 +47,10 @@ from allama.types import (
 
 NO_TOOLS = {"supports_tool_calls": False, "supports_parallel_tool_calls": False}
 WITH_TOOLS = {"supports_tool_calls": True, "supports_parallel_tool_calls": True}
-LEFT_OUT = (
-    "the model's chat template on the local llama.cpp engine has no tool calls; "
-    "the tools were left out"
+COLD = (
+    "the local llama.cpp engine has not loaded the model yet, so whether its chat template "
+    "has tool calls is not known (start() first for the answer); a template without them "
+    "takes no tools"
 )
 PNG = (
     b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00"
@@ -199,29 +201,29 @@ def test_a_forced_tool_planned_before_the_engine_runs_promises_no_figures(stream
     local = _local(NO_TOOLS, server)
     request = _request(ExtractionMode.FORCED_TOOL)
     cold = Extractor().plan(local, Person, request, stream=stream)
-    # Nothing said the chat template has tool calls: not a dry run of the call.
+    # Nothing said the chat template has tool calls: not a dry run of the call, and not
+    # claimed exact.
     assert cold.coverage is ValidationCoverage.CAPABILITIES
+    assert (cold.mode, cold.enforcement) == (
+        ExtractionMode.FORCED_TOOL,
+        SchemaEnforcement.APPROXIMATE,
+    )
+    assert cold.degradations[0].message == COLD
     assert isinstance(local.engine, _Engine) and local.engine.starts == 0
     assert local.chat_capability("smollm2", ChatCapability.TOOL_CALLS) is CapabilitySupport.UNKNOWN
-    # So the floor is checked on the call, which starts the engine; its template has no tools.
+    # So the floor is checked on the call, which starts the engine; its template has no
+    # tools, so the extraction's tool is refused before anything is sent.
     record = _record(local, request, stream=stream, floor=SchemaEnforcement.EXACT)
-    assert len(server.sent) == 1 and "tools" not in server.sent[0]
-    assert _recorded(record) == (
-        ExtractionMode.FORCED_TOOL,
-        SchemaEnforcement.NOT_ENFORCED,
-        [LEFT_OUT],
-    )
-    # Once it runs, the plan is the dry run, and its figures are the call's.
-    warm = Extractor().plan(local, Person, request, stream=stream)
-    assert warm.coverage is ValidationCoverage.ENCODING
-    assert _figures(warm) == _recorded(record)
+    assert (record.mode, record.passes) == (ExtractionMode.FORCED_TOOL, 0)
+    assert local.engine.starts == 1 and server.sent == []
+    # Once it runs, the plan is the dry run, and refuses as the call did.
+    with pytest.raises(UnsupportedError) as refused:
+        Extractor().plan(local, Person, request, stream=stream)
+    assert refused.value.field is RequestField.TOOLS
     assert local.chat_capability("smollm2", ChatCapability.TOOL_CALLS) is (
         CapabilitySupport.UNSUPPORTED
     )
-    # And a floor above it fails before anything more is sent.
-    with pytest.raises(EnforcementBelowError):
-        Extractor(min_enforcement=SchemaEnforcement.EXACT).extract(local, Person, request)
-    assert len(server.sent) == 1
+    assert server.sent == []
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -236,21 +238,26 @@ def test_local_plans_what_the_call_records_cold_and_warm(
     local = _local(caps, server)
     request = _request(mode)
     cold = Extractor().plan(local, Person, request, stream=stream)
+    forced = mode is ExtractionMode.FORCED_TOOL
     record = _record(local, request, stream=stream)
+    if forced and caps is NO_TOOLS:
+        # The extraction's tool, left out, could never be called: refused before sending,
+        # by the call and by the plan once the engine said so.
+        assert (record.passes, server.sent) == (0, [])
+        with pytest.raises(UnsupportedError):
+            Extractor().plan(local, Person, request, stream=stream)
+        assert cold.coverage is ValidationCoverage.CAPABILITIES
+        return
     warm = Extractor().plan(local, Person, request, stream=stream)
     assert warm.coverage is ValidationCoverage.ENCODING
     assert _figures(warm) == _recorded(record)
     if cold.coverage is ValidationCoverage.ENCODING:
         assert _figures(cold) == _recorded(record)
     # Only a forced tool waits on the engine's word: auto and native take its grammar.
-    forced = mode is ExtractionMode.FORCED_TOOL
     expected = ValidationCoverage.CAPABILITIES if forced else ValidationCoverage.ENCODING
     assert cold.coverage is expected
     # (`Person.age` is an `int`: the grammar writes integers only within 64 bits.)
-    enforced = caps is WITH_TOOLS or not forced
-    assert record.enforcement is (
-        SchemaEnforcement.APPROXIMATE if enforced else SchemaEnforcement.NOT_ENFORCED
-    )
+    assert record.enforcement is SchemaEnforcement.APPROXIMATE
 
 
 def test_an_image_checked_before_the_engine_runs_is_not_a_dry_run() -> None:

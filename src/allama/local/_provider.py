@@ -16,8 +16,14 @@ What differs from the rest of the family, as measured against the real server:
   under `UnsupportedPolicy.ERROR`), rather than dropped without a word (tools) or answered
   500 (images; that 500 from a server you run is an `UnsupportedError`, not retried).
   Before it starts, those answers are unknown, and a dry run of a request with tools or
-  images covers the capability table alone: a plan promises no figures, and a floor is
+  images covers the capability table alone: a plan promises no figures (a forced tool is
+  `approximate`, never `exact`, as on `llama-cpp` without an answer), and a floor is
   checked after the call (`start()` first for one checked before).
+- An extraction's forced tool (`submit_structured_output`, named in `tool_choice`) for a
+  template without tool calls is refused before sending whatever the policy: left out, the
+  tool could never be called, and each pass would be paid for an answer that cannot hold
+  the value. Native mode is the one that works there. The caller's own tools are left out
+  with a warning, as above.
 - `llama-cpp` asks the server you run the same of its template (`GET /props`, once, by the
   first dry run or call with tools; a read that failed on the way or with a 5xx, as while
   the model loads, is tried again by the next call),
@@ -96,6 +102,10 @@ _CALL: ContextVar[tuple[LlamaCppProvider, int] | None] = ContextVar(
 
 _CLOSED = "the provider's connections were closed (close() or aclose())"
 
+_EXTRACTION_TOOL = "submit_structured_output"
+"""The tool a forced-tool extraction names in `tool_choice` (`allama.extract.EXTRACTION_TOOL`,
+a layer above this one: a test holds the two equal)."""
+
 _ENGINE_ANSWERS = frozenset(
     {
         ChatCapability.IMAGE_INPUT,
@@ -117,6 +127,17 @@ def _asks_the_engine(request: ChatRequest) -> bool:
     if request.tools:
         return True
     return any(isinstance(message, UserMessage) and message.images for message in request.messages)
+
+
+def _forces_extraction_tool(request: ChatRequest) -> bool:
+    """Whether `request` is an extraction's forced tool: its tool named in `tool_choice`."""
+    choice = request.tool_choice
+    return (
+        choice is not None
+        and choice.mode == "tool"
+        and choice.name == _EXTRACTION_TOOL
+        and any(tool.name == _EXTRACTION_TOOL for tool in request.tools)
+    )
 
 
 def _constrained(request: ChatRequest) -> bool:
@@ -439,6 +460,29 @@ class LlamaCppProvider(HttpProvider):
             return
         self._served, self._unread = body, None
 
+    def _tools_not_known(self, family: ModelFamily | None) -> str | None:
+        """What the warning on tools says where whether the model's chat template has tool
+        calls is not known (`None`: it is): `local` before its engine loaded the model (a
+        call starts it first, so only a dry run meets this), `llama-cpp` whose server did
+        not say (the call sends the tools all the same)."""
+        display = self._profile.display_name
+        if self._engine is not None:
+            if family is not None:
+                return None
+            return (
+                f"{display} has not loaded the model yet, so whether its chat template has "
+                "tool calls is not known (start() first for the answer); a template without "
+                "them takes no tools"
+            )
+        unsaid = self._tools_unsaid(family)
+        if unsaid is None:
+            return None
+        return (
+            f"{display} did not say whether the model's chat template has tool calls "
+            f"({unsaid}); the tools were sent, and a template without them drops them without "
+            "a word"
+        )
+
     def _tools_unsaid(self, family: ModelFamily | None) -> str | None:
         """Why `llama-cpp`'s server has not said whether the model's chat template has tool
         calls (`None`: it said, or this is `local`)."""
@@ -479,6 +523,7 @@ class LlamaCppProvider(HttpProvider):
         params: Mapping[str, str],
     ) -> HttpRequest:
         choice = request.tool_choice
+        extraction = _forces_extraction_tool(request)
         if choice is not None and choice.mode == "tool" and request.tools:
             named = [tool for tool in request.tools if tool.name == choice.name]
             if not named:
@@ -493,19 +538,16 @@ class LlamaCppProvider(HttpProvider):
                 )
             request = request.with_tools(named).with_tool_choice(ToolChoice.required())
         family = self._engine_family(request.model)
-        if request.tools and (unsaid := self._tools_unsaid(family)) is not None:
-            # A template without tool calls drops them without a word: not enforced then.
-            degradations.approximate(
-                RequestField.TOOLS,
-                f"{self._profile.display_name} did not say whether the model's chat template "
-                f"has tool calls ({unsaid}); the tools were sent, and a template without "
-                "them drops them without a word",
-            )
+        if request.tools and (not_known := self._tools_not_known(family)) is not None:
+            # A template without tool calls takes none: not enforced (or refused) then.
+            degradations.approximate(RequestField.TOOLS, not_known)
         if family is None:
             return super()._encode(
                 request, degradations, stream=stream, url=url, headers=headers, params=params
             )
         if request.tools and family.tools is CapabilitySupport.UNSUPPORTED:
+            if extraction:
+                raise self._extraction_refused(degradations, request.model)
             request = self._without_tools(request, degradations)
         return wire.encode_request(
             request,
@@ -517,6 +559,17 @@ class LlamaCppProvider(HttpProvider):
             stream=stream,
             degradations=degradations,
         )
+
+    def _extraction_refused(self, degradations: Degradations, model: str) -> UnsupportedError:
+        """The refusal, whatever the policy, of an extraction's forced tool on a template
+        without tool calls: left out, the tool could never be called, and every pass (and
+        retry) would be paid for an answer that cannot hold the value."""
+        return degradations.unsupported(
+            RequestField.TOOLS,
+            f"the model's chat template on {self._profile.display_name} has no tool calls, so "
+            "extraction mode `forced_tool` cannot be answered (its tool would be left out); "
+            "use extraction mode `native` (ExtractionMode.NATIVE) instead",
+        ).with_model(model)
 
     def _without_tools(self, request: ChatRequest, degradations: Degradations) -> ChatRequest:
         """`request` without the tools the model's chat template has no calls for (the
