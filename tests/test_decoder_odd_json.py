@@ -35,6 +35,7 @@ from allama.types import (
     StreamEvent,
     TextDelta,
     TextPart,
+    ToolCallDelta,
     Usage,
 )
 
@@ -441,3 +442,140 @@ def test_a_streamed_half_left_alone_is_u_fffd_with_a_warning(api: str) -> None:
 def test_an_emoji_streamed_in_halves_is_one_character_and_no_warning(api: str) -> None:
     response = _collect(_streamed(api, ["hi \ud83d", "\ude00!"]))
     assert (response.text(), response.warnings) == ("hi \U0001f600!", ())
+
+
+# A tool call's arguments in an Anthropic stream are JSON text (`input_json_delta`), where
+# the body has an `input` object: half of a character escaped alone in that text stayed
+# `\ud83d` with no warning, and `parsed_arguments()` gave a lone surrogate no UTF-8 write
+# takes. It reads as the body's `input` does: U+FFFD, with the warning, however the deltas
+# cut the escape.
+
+CALL_INPUT = {"city": "caf\ud83d", "to": "\udc00x", "path": "\\\ud83d"}
+CALL_TEXT = json.dumps(CALL_INPUT, separators=(",", ":"))
+"""The arguments as the stream writes them: `CALL_INPUT`, compact, each half escaped
+(`\\ud83d`, the last one after an escaped backslash)."""
+
+
+def _anthropic_call_stream(pieces: list[str]) -> bytes:
+    """An Anthropic stream of one tool call whose arguments come as `pieces`."""
+    start = {**_anthropic([]), "stop_reason": None}
+    block = {"type": "tool_use", "id": "toolu_1", "name": "get", "input": {}}
+    events: list[dict[str, Any]] = [
+        {"type": "message_start", "message": start},
+        {"type": "content_block_start", "index": 0, "content_block": block},
+        *(
+            {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "input_json_delta", "partial_json": piece},
+            }
+            for piece in pieces
+        ),
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {}},
+        {"type": "message_stop"},
+    ]
+    return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()
+
+
+def _anthropic_call_streamed(pieces: list[str]) -> ChatResponse:
+    collector = StreamCollector()
+    collector.provider = "anthropic"
+    for event in anthropic_stream(_anthropic_call_stream(pieces), provider="anthropic"):
+        collector.push(event)
+    return collector.finish()
+
+
+def _cuts(text: str) -> list[list[str]]:
+    """`text` whole, a character a piece, and cut in two at every place."""
+    return [[text], list(text)] + [[text[:at], text[at:]] for at in range(1, len(text))]
+
+
+def test_an_anthropic_streamed_call_reads_an_escaped_half_as_its_body_does() -> None:
+    call = {"type": "tool_use", "id": "toolu_1", "name": "get", "input": CALL_INPUT}
+    message = {**_anthropic([call]), "stop_reason": "tool_use"}
+    whole = anthropic_response(200, {}, json.dumps(message).encode(), provider="anthropic")
+    read = '{"city":"caf\ufffd","to":"\ufffdx","path":"\\\\\ufffd"}'
+    assert CALL_TEXT == '{"city":"caf\\ud83d","to":"\\udc00x","path":"\\\\\\ud83d"}'
+    assert whole.tool_calls()[0].arguments == read
+    said = [("approximated", LONE, "anthropic")]
+    assert [(w.kind, w.message, w.provider) for w in whole.warnings] == said
+    for pieces in _cuts(CALL_TEXT):
+        streamed = _anthropic_call_streamed(pieces)
+        assert streamed.tool_calls() == whole.tool_calls(), pieces
+        assert [(w.kind, w.message, w.provider) for w in streamed.warnings] == said
+        assert streamed.tool_calls()[0].parsed_arguments() == json.loads(read)
+        assert ChatResponse.from_json(streamed.to_json()) == streamed
+
+
+def test_an_anthropic_streamed_call_gives_no_half_in_a_delta() -> None:
+    # `\ud83d` cut after `\ud8`: the cut escape waits for the next delta, read whole there.
+    events = anthropic_stream(_anthropic_call_stream(['{"a":"x\\ud8', '3d y"}']))
+    assert [e.arguments for e in events if isinstance(e, ToolCallDelta)] == [
+        '{"a":"x',
+        '\ufffd y"}',
+    ]
+    # A first half at a delta's end waits for its second: none came before the stop.
+    events = anthropic_stream(_anthropic_call_stream(['{"a":"x', "\\ud83d"]))
+    assert [e.arguments for e in events if isinstance(e, ToolCallDelta)] == ['{"a":"x', "\ufffd"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a":"\\ud83d\\ude00 \\uD83D\\uDE00"}',  # a pair escaped whole, either case
+        '{"a":"\\\\ud83d \\\\\\\\ud83d"}',  # a backslash escaped, then `ud83d`: no escape
+        '{"a":"caf\\u00e9 \\n"}',
+    ],
+)
+def test_an_anthropic_streamed_call_keeps_what_escapes_no_half_alone(text: str) -> None:
+    for pieces in _cuts(text):
+        streamed = _anthropic_call_streamed(pieces)
+        assert (streamed.tool_calls()[0].arguments, streamed.warnings) == (text, ()), pieces
+
+
+# Keys that differ only in the halves of characters they hold (`"\ud83d"`, `"\ud83e"`) are
+# one key once each half is U+FFFD: read as a key written twice is in a body, its first place
+# and its last value, as `"\ufffd"` written twice is.
+
+
+def test_keys_that_differ_only_in_their_halves_are_read_as_one_key_written_twice() -> None:
+    halves = '{"type":"tool_use","id":"t","name":"get","input":{"\\ud83d":1,"b":2,"\\ud83e":3}}'
+    literal = '{"type":"tool_use","id":"t","name":"get","input":{"\ufffd":1,"b":2,"\ufffd":3}}'
+    read = []
+    for call in (halves, literal):
+        body = json.dumps(_anthropic([])).replace('"content": []', f'"content": [{call}]')
+        read.append(anthropic_response(200, {}, body.encode(), provider="anthropic"))
+    assert read[0].tool_calls() == read[1].tool_calls()
+    assert read[0].tool_calls()[0].arguments == '{"\ufffd":3,"b":2}'
+    assert [w.message for w in read[0].warnings] == [LONE]
+
+
+def test_an_anthropic_streamed_server_block_reads_an_escaped_half_as_its_body_does() -> None:
+    # A block kept verbatim held the half as it came: `to_json` raised on the answer.
+    block = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}}
+    query = {"query": "caf\ud83d"}
+    whole = {**_anthropic([{**block, "input": query}]), "stop_reason": "end_turn"}
+    read = anthropic_response(200, {}, json.dumps(whole).encode(), provider="anthropic")
+    start = {**_anthropic([]), "stop_reason": None}
+    delta = {"type": "input_json_delta", "partial_json": json.dumps(query)}
+    events: list[dict[str, Any]] = [
+        {"type": "message_start", "message": start},
+        {"type": "content_block_start", "index": 0, "content_block": block},
+        {"type": "content_block_delta", "index": 0, "delta": delta},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {}},
+        {"type": "message_stop"},
+    ]
+    data = "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events)
+    collector = StreamCollector()
+    collector.provider = "anthropic"
+    for event in anthropic_stream(data.encode(), provider="anthropic"):
+        collector.push(event)
+    streamed = collector.finish()
+    kept = [{**block, "input": {"query": "caf\ufffd"}}]
+    assert read.provider_value("anthropic", "server_blocks") == kept
+    assert streamed.provider_value("anthropic", "server_blocks") == kept
+    assert streamed.warnings == read.warnings
+    assert [w.message for w in streamed.warnings] == [LONE]
+    assert ChatResponse.from_json(streamed.to_json()) == streamed

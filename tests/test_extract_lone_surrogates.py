@@ -107,6 +107,52 @@ def test_broken_json_with_an_escaped_half_still_fails(output: str) -> None:
         Extractor(repair=True).extract(chat, Note, request)
 
 
+# Keys that differ only in their halves (`"\ud83d"`, `"\ud83e"`) are one key once each
+# half is U+FFFD: the value kept the last entry alone (`{"\ufffd": 2}`) with only the
+# warning, where `"\ufffd"` written twice is refused as a key written twice. Refused so too,
+# in the same words, as a `ParseError` a retry follows.
+
+TWICE = '{"\ufffd": 1, "\ufffd": 2}'
+"""The same object, its keys written with U+FFFD itself."""
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        '{"\\ud83d": 1, "\\ud83e": 2}',
+        '{"\\udc00": 1, "\\ufffd": 2}',  # (a half beside U+FFFD escaped)
+        '{"\\ud83d": 1, "\ufffd": 2}',
+        '{"\ud83d": 1, "\ud83e": 2}',  # (escaped by the body itself, not in the output's text)
+    ],
+)
+@pytest.mark.parametrize("mode", [NATIVE, FORCED])
+def test_keys_that_differ_only_in_their_halves_are_a_key_written_twice(
+    output: str, mode: ExtractionMode
+) -> None:
+    refused = []
+    for text in (output, TWICE):
+        chat, _ = provider("openai", (200, _chat(text, mode)))
+        request = ChatRequest("gpt-4o").user("x").with_option(mode)
+        with pytest.raises(ParseError) as raised:
+            Extractor(repair=True).extract(chat, dict[str, int], request)
+        refused.append(str(raised.value))
+    assert refused[0] == refused[1]
+    assert refused[0].endswith(": the key `\ufffd` appears twice in the object")
+
+
+def test_keys_read_as_one_in_a_nested_object_are_refused_there_and_asked_again() -> None:
+    output = '{"a": {"\\ud83d": 1, "\\ud83e": 2}}'
+    chat, recorder = provider(
+        "openai", (200, _chat(output, NATIVE)), (200, _chat('{"a": {"b": 3}}', NATIVE))
+    )
+    request = ChatRequest("gpt-4o").user("x").with_option(NATIVE)
+    extracted = Extractor(retries=1).extract(chat, dict[str, dict[str, int]], request)
+    assert (extracted.value, extracted.metadata.passes) == ({"a": {"b": 3}}, 2)
+    told = recorder.bodies[1]["messages"][-1]["content"]
+    assert "the key `\ufffd` appears twice in the object at `a`" in told
+    assert "\\ud83d" not in told and "\ud83d" not in told
+
+
 def _anthropic_stream(pieces: list[str]) -> bytes:
     """An Anthropic stream whose forced tool call's arguments come as `pieces`."""
     start = {

@@ -4,6 +4,7 @@ words, so that the paid answer can be stored (the ledger, `to_json`) and sent ba
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pydantic_core
@@ -18,6 +19,7 @@ from allama.types._lone_surrogates import (
 
 __all__ = [
     "LONE_SURROGATES",
+    "EscapedHalves",
     "holds_lone_surrogate",
     "lone_surrogates",
     "read_storable_json",
@@ -45,7 +47,9 @@ def holds_lone_surrogate(value: Any) -> bool:
 
 def storable_json(value: Any) -> Any:
     """JSON data with each lone surrogate in its strings (keys too) as U+FFFD (`storable`),
-    in the same order; built without recursion, as `holds_lone_surrogate` walks it."""
+    in the same order; built without recursion, as `holds_lone_surrogate` walks it. Keys
+    that differ only in their halves are one key then, read as a key written twice is (the
+    standard library's reader and pydantic-core keep its first place and its last value)."""
     pending: list[tuple[Any, Any]] = []
 
     def copied(item: Any) -> Any:
@@ -79,3 +83,71 @@ def read_storable_json(data: bytes | str) -> tuple[Any, bool]:
     if not holds_lone_surrogate(payload):
         return payload, False
     return storable_json(payload), True
+
+
+_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})")
+_CUT_HALF = re.compile(r"\\(?:u(?:[dD](?:[89a-fA-F][0-9a-fA-F]?)?)?)?")
+"""The start of an escape of half of a character (`\\ud8`) that a piece cut short."""
+_CUT_SECOND = re.compile(r"(?:\\(?:u(?:[dD](?:[c-fC-F][0-9a-fA-F]?)?)?)?)?")
+"""What may yet be the escape of a first half's second half (`\\udc`), or nothing yet."""
+
+
+class EscapedHalves:
+    """JSON text that comes in pieces (an Anthropic stream's tool call arguments), each half
+    of a character escaped alone in it (`\\ud83d` with no `\\udc00` after it) as U+FFFD,
+    as a body's reader reads the same JSON (`read_storable_json`); `met` once one was. An
+    escaped pair is kept as written. An escape a piece cuts short (`\\ud8`), and a first
+    half at the end of a piece, wait for the next piece (`read`) or the end (`end`): its
+    other half may come."""
+
+    __slots__ = ("_held", "met")
+
+    def __init__(self) -> None:
+        self._held = ""
+        self.met = False
+
+    def read(self, piece: str) -> str:
+        """The text of `piece` (after what waited) that can be given now."""
+        ready, self._held = self._read(self._held + piece, final=False)
+        return ready
+
+    def end(self) -> str:
+        """What still waited, read at the end: a first half with no second is U+FFFD."""
+        ready, self._held = self._read(self._held, final=True)
+        return ready
+
+    def _read(self, text: str, *, final: bool) -> tuple[str, str]:
+        """`text` read up to what waits for more (nothing when `final`), and what waits."""
+        pos = text.find("\\")
+        if pos < 0:
+            return text, ""
+        out: list[str] = []
+        start = 0
+        while pos >= 0:
+            escape = _ESCAPE.match(text, pos)
+            if escape is None:  # another escape (`\\\\`, `\\"`), or one cut short
+                if not final and _CUT_HALF.fullmatch(text, pos):
+                    out.append(text[start:pos])
+                    return "".join(out), text[pos:]
+                pos = text.find("\\", pos + 2)
+                continue
+            code = int(escape.group(1), 16)
+            after = pos + 6
+            if not 0xD800 <= code <= 0xDFFF:
+                pos = text.find("\\", after)
+                continue
+            if code <= 0xDBFF:
+                second = _ESCAPE.match(text, after)
+                if second is not None and 0xDC00 <= int(second.group(1), 16) <= 0xDFFF:
+                    pos = text.find("\\", after + 6)  # a pair, as written
+                    continue
+                if second is None and not final and _CUT_SECOND.fullmatch(text, after):
+                    out.append(text[start:pos])
+                    return "".join(out), text[pos:]
+            out.append(text[start:pos])
+            out.append("\ufffd")
+            self.met = True
+            start = after
+            pos = text.find("\\", after)
+        out.append(text[start:])
+        return "".join(out), ""

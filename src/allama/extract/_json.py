@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic_core import from_json
 
+from allama._printable import storable
 from allama.adapters._surrogates import holds_lone_surrogate, storable_json
 from allama.extract._kept import kept_keys
 from allama.schema._undeclared import format_path
@@ -206,6 +207,9 @@ class _Reader:
             if text[self.pos] != '"':
                 raise _Stop
             key, self.pos = scanstring(text, self.pos + 1)
+            # Half of a character is U+FFFD (`read`): keys that differ only in their halves
+            # (`"\\ud83d"`, `"\\ud83e"`) are one key written twice, as literal ones are.
+            key = storable(key)
             if key in seen:
                 raise self.fail(f"the key `{key}` appears twice in the object", key=key)
             seen.add(key)

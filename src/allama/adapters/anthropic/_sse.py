@@ -18,6 +18,11 @@ count reported is their sum, as in `decode_response`. The container a
 message names (on `message_start`'s message or in `message_delta`'s delta) is reported under
 `container` when it arrives. A tool call's input given on its start is held until its stop
 and used there only if no `input_json_delta` carried its arguments (deltas replace it).
+Half of a character escaped alone in the arguments' JSON text (`\\ud83d`) is U+FFFD, with
+the lone-surrogate warning, as the same call's `input` object reads in a body: an escape a
+delta cuts short, or a first half at a delta's end, is given with the next delta or at
+the block's stop (`EscapedHalves`). A block kept verbatim reads each half in it as U+FFFD
+at its stop, with the warning, as the body does.
 What `decode_response` keeps under `resume` (a paused turn's blocks in order, a turn's with
 a tool call from code execution, the container) is reported before the finish. An `event:
 error` is raised after every event before it was yielded (those were paid for); one after
@@ -34,6 +39,12 @@ from pydantic import JsonValue
 
 from allama.adapters._http import wire_json
 from allama.adapters._sse import SseEvent, SseParser, event_json
+from allama.adapters._surrogates import (
+    EscapedHalves,
+    holds_lone_surrogate,
+    lone_surrogates,
+    storable_json,
+)
 from allama.adapters.anthropic._decode import (
     CITATIONS_KEY,
     CONTAINER_KEY,
@@ -66,6 +77,7 @@ from allama.types import (
     TextDelta,
     ToolCallDelta,
     UsageEvent,
+    WarningEvent,
 )
 
 __all__ = ["MessagesStreamDecoder", "decode_stream"]
@@ -83,16 +95,25 @@ _DELTA_BLOCK: dict[str, StreamBlockType] = {
 
 class _Surfaced:
     """A block allama surfaces: its own index, its type, whether arguments arrived as
-    deltas, (a tool call) the input its start gave, held until its stop, (a text block) the
-    citations that arrived for it, verbatim, and (a tool call made from code execution) its
-    caller."""
+    deltas, and (a tool call) their reading (`EscapedHalves`), the input its start gave,
+    held until its stop, (a text block) the citations that arrived for it, verbatim, and
+    (a tool call made from code execution) its caller."""
 
-    __slots__ = ("block_type", "caller", "citations", "has_arguments", "index", "initial")
+    __slots__ = (
+        "arguments",
+        "block_type",
+        "caller",
+        "citations",
+        "has_arguments",
+        "index",
+        "initial",
+    )
 
     def __init__(self, index: int, block_type: StreamBlockType) -> None:
         self.index = index
         self.block_type = block_type
         self.has_arguments = False
+        self.arguments = EscapedHalves()
         self.initial = ""
         self.citations: list[JsonValue] = []
         self.caller: JsonValue | None = None
@@ -172,6 +193,7 @@ class MessagesStreamDecoder:
         self._usage: dict[str, Any] = {}
         self._usage_details: dict[str, JsonValue] = {}
         self._container: JsonValue | None = None
+        self._halves_told = False
         self.finished = False
         self.done = False
 
@@ -340,10 +362,13 @@ class MessagesStreamDecoder:
             if text:
                 yield TextDelta(index=ours.index, text=text)
         elif kind == "input_json_delta":
-            arguments = _str(delta.get("partial_json"))
-            if arguments:
+            piece = _str(delta.get("partial_json"))
+            if piece:
                 ours.has_arguments = True
-                yield ToolCallDelta(index=ours.index, arguments=arguments)
+                arguments = ours.arguments.read(piece)
+                yield from self._halves(ours.arguments.met)
+                if arguments:
+                    yield ToolCallDelta(index=ours.index, arguments=arguments)
         elif kind == "thinking_delta":
             text = _str(delta.get("thinking"))
             if text:
@@ -358,7 +383,12 @@ class MessagesStreamDecoder:
         index = self._index(payload)
         server = self._server.pop(index, None)
         if server is not None:
-            bisect.insort(self._server_done, (index, server.build()), key=lambda pair: pair[0])
+            block = server.build()
+            halves = holds_lone_surrogate(block)
+            if halves:  # (its `input`'s text escaped one, or its event did): U+FFFD
+                block = storable_json(block)
+            yield from self._halves(halves)
+            bisect.insort(self._server_done, (index, block), key=lambda pair: pair[0])
             # Built without validation: the values are parsed JSON already, and checking the
             # whole list again at every stop would make many server blocks cost quadratic time.
             yield ProviderDataEvent.model_construct(
@@ -375,10 +405,16 @@ class MessagesStreamDecoder:
         yield from self._stop(ours)
 
     def _stop(self, ours: _Surfaced) -> Iterator[StreamEvent]:
-        if ours.block_type is StreamBlockType.TOOL_CALL and not ours.has_arguments:
-            # No deltas: the input its start gave; a call without arguments streams none,
-            # and its arguments are the empty object, as in the non-streamed message.
-            yield ToolCallDelta(index=ours.index, arguments=ours.initial or "{}")
+        if ours.block_type is StreamBlockType.TOOL_CALL:
+            rest = ours.arguments.end()  # (an escape that waited for the next delta)
+            yield from self._halves(ours.arguments.met)
+            if rest:
+                yield ToolCallDelta(index=ours.index, arguments=rest)
+            if not ours.has_arguments:
+                # No deltas: the input its start gave; a call without arguments streams
+                # none, and its arguments are the empty object, as in the non-streamed
+                # message.
+                yield ToolCallDelta(index=ours.index, arguments=ours.initial or "{}")
         yield BlockStop(index=ours.index)
         if ours.citations:
             # In block order (blocks stop in order, as a rule: then this appends).
@@ -390,6 +426,14 @@ class MessagesStreamDecoder:
             yield ProviderDataEvent.model_construct(
                 namespace=NAMESPACE, key=CITATIONS_KEY, value=list(self._cited)
             )
+
+    def _halves(self, met: bool) -> Iterator[StreamEvent]:
+        """The lone-surrogate warning, once, when half of a character was `met` alone (a
+        tool call's arguments, a server block) and read as U+FFFD, as a body's reader
+        reads it."""
+        if met and not self._halves_told:
+            self._halves_told = True
+            yield WarningEvent(warning=lone_surrogates(self._provider))
 
     def _details(self) -> Iterator[StreamEvent]:
         """The usage details so far, when they changed."""
