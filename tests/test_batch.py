@@ -3620,6 +3620,59 @@ def test_a_failover_sent_again_past_its_backups_refused_key_waits_out_the_first_
     assert (run.summary.rate_limited, run.summary.slowdowns) == (2, 1)
 
 
+@pytest.mark.parametrize("sync", [True, False])
+@pytest.mark.parametrize("asked", [3600.0, 0.05])
+def test_a_failover_whose_backup_refuses_the_request_after_the_first_ones_429_fails_it_alone(
+    asked: float, sync: bool
+) -> None:
+    # The backup refused this input (too long for it): the input's own failure. The first
+    # provider's 429 before it neither stops the run (a wait past what a run makes), nor
+    # slows it: every other input is sent, and served by the backup.
+    def busy_answer(request: ChatRequest) -> ChatResponse:
+        raise allama.RateLimitedError("Rate limit reached").with_retry_after(asked)
+
+    def backup_answer(request: ChatRequest) -> ChatResponse:
+        if "too long" in request.to_json():
+            raise allama.InvalidRequestError("context too long for this model").with_status(400)
+        return ChatResponseBuilder().text('{"n": 1}').usage(5, 5).build()
+
+    busy = allama.mock.FunctionProvider(busy_answer, name="openai")
+    backup = allama.mock.FunctionProvider(backup_answer, name="deepseek")
+    inputs = ["too long doc", *docs(20)]
+    run: Any = (allama.batch if sync else allama.abatch)(
+        FailoverProvider([busy, backup]),
+        Row,
+        inputs,
+        request=TEMPLATE,
+        backoff=0.001,
+        max_attempts=2,
+        rpm=60_000,  # (were it cut, a guessed rate of 60 a minute would be 2 s a request)
+        concurrency=1,
+    )
+    if sync:
+        results = list(run)
+    else:
+
+        async def read(run: Any = run) -> list[Any]:
+            return [result async for result in run]
+
+        results = asyncio.run(read())
+    by_index = {result.index: result for result in results}
+    assert sorted(by_index) == list(range(21))
+    refused = by_index[0]
+    assert (outcome(refused), refused.attempts, refused.pending) == ("invalid_request", 1, False)
+    assert refused.failure is not None and not refused.failure.retryable
+    assert [(outcome(by_index[n]), by_index[n].value) for n in range(1, 21)] == [
+        ("ok", Row(n=1))
+    ] * 20
+    summary = run.summary
+    assert (summary.stopped, summary.not_started) == (None, 0)
+    assert (summary.done, summary.failed) == (20, 1)
+    assert summary.failures_by_kind == {"invalid_request": 1}
+    assert (summary.rate_limited, summary.slowdowns) == (0, 0)
+    assert backup.call_count == 21  # every input sent, each once
+
+
 @pytest.mark.parametrize(
     "backup",
     [allama.NotFoundError("no such model").with_status(404), allama.NetworkError("refused")],

@@ -3465,8 +3465,10 @@ def _passing(error: Error) -> Error:
     """The error an input sent again after `error` waits out, which sets its pause and
     whether it is counted as a try: `error` itself, or, a failover's last provider refusing
     for good (a rate limit no wait passes, its account) after a provider whose error may pass
-    (`may_pass_again`), the newest of those."""
-    if error.retryable:
+    (`may_pass_again`), the newest of those. A last provider refusing the request (too long,
+    invalid) is the input's own failure: an earlier provider's 429 neither pauses, slows nor
+    stops the run for it."""
+    if error.retryable or not may_pass_again(error):
         return error
     return next((link for link in errors_in_chain(error) if link.retryable), error)
 
