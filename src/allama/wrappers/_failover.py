@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import math
+import numbers
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
@@ -18,6 +20,7 @@ from allama.errors import (
     AuthenticationError,
     Error,
     NotFoundError,
+    QuotaExceededError,
     RateLimitedError,
     ServerError,
     UnsupportedError,
@@ -81,6 +84,11 @@ _ACCOUNT_LIMITS = (RateLimitedError,)
 limit per minute, a 429 the provider says not to retry): the limit is the account's or its
 tier's, like a quota, and another provider's may be higher."""
 
+_REFUSED_ACCOUNTS = (AuthenticationError, QuotaExceededError)
+"""Refusals of the provider's key or account that meet every request to it, though asking
+no wait (`FailoverProvider`'s `refused_account_wait`): not `PermissionDeniedError`, which
+may be about one model the account lacks while others work."""
+
 R = TypeVar("R")
 
 
@@ -97,9 +105,10 @@ def chain_onto(error: Error, previous: Error | None) -> Error:
 
 class _Waits:
     """When each provider of a failover that asked to wait (a 429's `retry-after`, or an
-    answer's rate-limit headers saying a limit is used up) may be sent to again, shared by
-    every call of the failover from any thread or task: the lock is held to read or write
-    it, never over a call. A copy (pickled, deep-copied) begins with none."""
+    answer's rate-limit headers saying a limit is used up), or refused its key or account
+    (`_REFUSED_ACCOUNTS`), may be sent to again, shared by every call of the failover from
+    any thread or task: the lock is held to read or write it, never over a call. A copy
+    (pickled, deep-copied) begins with none."""
 
     __slots__ = ("_lock", "_until")
 
@@ -207,13 +216,17 @@ class _Tries:
 
     def after_failure(self, provider: ChatProvider, error: Error, *, last: bool) -> bool:
         """Whether to try the next provider; chains `error` onto the earlier failures, and
-        keeps the wait it asks of `provider` (its `retry_after`, retryable) for the calls
-        that follow. Not when the caller closed meanwhile (a batch run:
-        `allama.wrappers._gate`), which reads no answer."""
+        keeps the wait it asks of `provider` (its `retry_after`, retryable), or, for a
+        refusal of its key or account, `refused_account_wait`, for the calls that follow.
+        Not when the caller closed meanwhile (a batch run: `allama.wrappers._gate`), which
+        reads no answer."""
         # Asked before it is chained: the earlier providers' waits are not this one's.
+        owner = self._owner
         wait = asked_wait(error) if error.retryable else None
         if wait is not None and wait > 0:
-            self._owner._waits.asked(provider, self._owner._clock(), wait, error.kind)
+            owner._waits.asked(provider, owner._clock(), wait, error.kind)
+        if owner.refused_account_wait > 0 and _refuses_the_account(error):
+            owner._waits.asked(provider, owner._clock(), owner.refused_account_wait, error.kind)
         chain_onto(error, self.previous)
         self.previous = error
         if last or not self._owner.fails_over_on(error) or gate_closed():
@@ -248,6 +261,28 @@ class _Tries:
         if paid:
             record[PAID_BEFORE] = list(paid)
         return record
+
+
+def _refuses_the_account(error: Error) -> bool:
+    """Whether `error` refuses the provider's key or account, for every request: each link
+    of its chain does (a failover within, every provider of its refused; one only
+    overloaded may serve the next call)."""
+    return all(isinstance(link, _REFUSED_ACCOUNTS) for link in errors_in_chain(error))
+
+
+def _wait_checked(seconds: object) -> float:
+    """`refused_account_wait` as a float: a finite number of seconds, 0 or more (NaN passes
+    every comparison, and an endless wait would pass a provider over for good)."""
+    try:
+        value = float(seconds) if isinstance(seconds, numbers.Real) else math.nan
+    except OverflowError:  # an int past a float's range
+        value = math.inf
+    if isinstance(seconds, bool) or not math.isfinite(value) or value < 0:
+        raise ValueError(
+            "refused_account_wait must be a finite number of seconds, 0 or more "
+            f"(0 keeps no wait), not {seconds!r}"
+        )
+    return value
 
 
 def _named(provider: ChatProvider) -> str:
@@ -287,7 +322,12 @@ class FailoverProvider(Wrapper):
     from its rate-limit headers) is passed over alike until that limit resets, and the note
     is not handed on, which would pause a batch run while another provider can serve: only
     where every provider then waits does the answer carry it, as the shortest of their
-    waits. The providers passed over are listed in the record, under `"skipped"`, each with
+    waits. A provider that refused its key or account (`AuthenticationError`, or
+    `QuotaExceededError`: its credit or quota spent), which asks no wait but meets every
+    request, is passed over alike for `refused_account_wait` seconds (60; 0 keeps no
+    wait), rather than each call paying a round trip to it again (in a batch run, one per
+    input); not for a `PermissionDeniedError`, which may be about one model the account
+    lacks. The providers passed over are listed in the record, under `"skipped"`, each with
     why (its error's kind, or `"rate_limit_reset"`) and the seconds its wait had left:
     `{"provider": "openai", "why": "rate_limited", "seconds_left": 4.5}`; so is the error a
     failover raises, in its context metadata (`"allama.failover"`). `clock` (seconds,
@@ -313,11 +353,13 @@ class FailoverProvider(Wrapper):
         failover_on_unsupported: bool = False,
         name: str | None = None,
         clock: Callable[[], float] = time.monotonic,
+        refused_account_wait: float = 60.0,
     ) -> None:
         if not providers:
             raise ValueError("a failover needs at least one provider")
         self.providers = tuple(providers)
         self.failover_on_unsupported = failover_on_unsupported
+        self.refused_account_wait = _wait_checked(refused_account_wait)
         self._name = name or "failover(" + ", ".join(p.name for p in self.providers) + ")"
         self._clock = clock
         self._waits = _Waits()
