@@ -579,3 +579,42 @@ def test_an_anthropic_streamed_server_block_reads_an_escaped_half_as_its_body_do
     assert streamed.warnings == read.warnings
     assert [w.message for w in streamed.warnings] == [LONE]
     assert ChatResponse.from_json(streamed.to_json()) == streamed
+
+
+@pytest.mark.parametrize("arguments", [{"city": "caf\ud83d"}, {"city": "café"}])
+def test_chat_completions_arguments_sent_as_an_object_read_alike_whole_and_streamed(
+    arguments: dict[str, str],
+) -> None:
+    # A few servers (Mistral) send a call's arguments as an object: written back as text, a
+    # half escaped alone is U+FFFD with its warning in a stream as in a body, and other
+    # characters are kept as themselves.
+    from allama.adapters.openai_compat._decode import decode_response as chat_response
+    from allama.adapters.openai_compat._sse import decode_stream as chat_stream
+
+    function = {"name": "get", "arguments": arguments}
+    call = {"id": "call_1", "type": "function", "function": function}
+    message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    choice = {"index": 0, "message": message, "finish_reason": "tool_calls"}
+    whole = {"id": "c1", "object": "chat.completion", "model": "m", "choices": [choice]}
+    first = {"index": 0, "delta": {"role": "assistant", "tool_calls": [{"index": 0, **call}]}}
+    chunks = [
+        {"id": "c1", "object": "chat.completion.chunk", "model": "m", "choices": [first]},
+        {
+            "id": "c1",
+            "object": "chat.completion.chunk",
+            "model": "m",
+            "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}],
+        },
+    ]
+    sse = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
+    read = chat_response(200, {}, json.dumps(whole).encode(), provider="mistral")
+    collector = StreamCollector()
+    collector.provider = "mistral"  # (as the provider's stream sets it)
+    for event in chat_stream(sse.encode(), provider="mistral"):
+        collector.push(event)
+    streamed = collector.finish()
+    text = '{"city":"caf\ufffd"}' if "\ud83d" in arguments["city"] else '{"city":"café"}'
+    said = [("approximated", LONE, "mistral")] if "\ud83d" in arguments["city"] else []
+    for answer in (read, streamed):
+        assert answer.tool_calls()[0].arguments == text
+        assert [(w.kind, w.message, w.provider) for w in answer.warnings] == said

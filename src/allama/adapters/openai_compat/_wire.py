@@ -70,10 +70,12 @@ _ROLES = frozenset(Role)
 
 
 def _raw_arguments(value: Any) -> Any:
-    # A few servers send arguments as an object; keep a string, as the wire promises.
+    # A few servers (Mistral) send arguments as an object; keep a string, as the wire
+    # promises, its characters as themselves: a half escaped alone then reaches the stream's
+    # reading of halves as the body's does, not hidden behind `\ud83d` again.
     if value is None or isinstance(value, str):
         return value
-    return json.dumps(value, separators=(",", ":"))
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 def _identifier(value: Any) -> Any:
