@@ -795,3 +795,117 @@ def test_a_forced_tool_over_the_limits_names_no_keyword_as_removed() -> None:
             "per request; it goes without `strict`",
         )
     ]
+
+
+# A user message given among the results of one turn of tool calls: Anthropic takes the
+# results first in the user turn after the calls, so what the message says goes after them,
+# with a warning naming its place (never its words).
+
+_CALL_A = ToolCall.of("toolu_A", "weather", {"city": "Paris"})
+_CALL_B = ToolCall.of("toolu_B", "time", {"city": "Rome"})
+
+
+def _parallel_turn() -> ChatRequest:
+    return ChatRequest("claude-sonnet-4-5").user("Weather and time?").assistant([_CALL_A, _CALL_B])
+
+
+def _result(call_id: str, content: str) -> dict[str, Any]:
+    return {"type": "tool_result", "tool_use_id": call_id, "content": content}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["body", "stream"])
+def test_a_user_message_between_two_results_goes_after_them_with_a_warning(
+    stream: bool,
+) -> None:
+    request = (
+        _parallel_turn()
+        .tool_result(_CALL_A, "ok")
+        .user("note: be brief")
+        .tool_result(_CALL_B, "ok2")
+    )
+    _, _, body, warnings = encode(request, stream=stream)
+    assert body["messages"][2] == {
+        "role": "user",
+        "content": [
+            _result("toolu_A", "ok"),
+            _result("toolu_B", "ok2"),
+            {"type": "text", "text": "note: be brief"},
+        ],
+    }
+    assert [(w.kind, w.message) for w in warnings] == [
+        (
+            WarningKind.APPROXIMATED,
+            "Anthropic takes a user turn after tool calls only with their results first; the "
+            "user message at `messages[3]`, given before a tool result of its turn, was moved "
+            "after the turn's results",
+        )
+    ]
+    assert warnings[0].is_about(RequestField.MESSAGES)
+    # Sent all the same under the strict policy: nothing is left out.
+    strict = request.with_unsupported_policy(UnsupportedPolicy.ERROR)
+    assert encode(strict, stream=stream)[2:] == (body, warnings)
+
+
+def test_results_given_together_before_the_users_words_give_no_warning() -> None:
+    # The usual order, results in any order among themselves (matched by id, each keeps its
+    # place), and words of whitespace alone among them (left out, nothing moved).
+    request = (
+        _parallel_turn()
+        .tool_result(_CALL_B, "ok2")
+        .user("  ")
+        .tool_result(_CALL_A, "ok")
+        .user("note: be brief")
+    )
+    _, _, body, warnings = encode(request)
+    assert body["messages"][2] == {
+        "role": "user",
+        "content": [
+            _result("toolu_B", "ok2"),
+            _result("toolu_A", "ok"),
+            {"type": "text", "text": "note: be brief"},
+        ],
+    }
+    assert warnings == []
+
+
+def test_user_messages_moved_in_two_turns_are_named_in_one_warning() -> None:
+    later = ToolCall.of("toolu_C", "weather", {"city": "Rome"})
+    request = (
+        _parallel_turn()
+        .user("first note", ImagePart(url="https://example.com/a.png"))
+        .tool_result(_CALL_A, "ok")
+        .tool_result(_CALL_B, "ok2")
+        .assistant([later])
+        .user("second note")
+        .tool_result(later, "ok3")
+    )
+    _, _, body, warnings = encode(request)
+    assert body["messages"][2:] == [
+        {
+            "role": "user",
+            "content": [
+                _result("toolu_A", "ok"),
+                _result("toolu_B", "ok2"),
+                {"type": "text", "text": "first note"},
+                {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}},
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_use", "id": "toolu_C", "name": "weather", "input": {"city": "Rome"}}
+            ],
+        },
+        {
+            "role": "user",
+            "content": [_result("toolu_C", "ok3"), {"type": "text", "text": "second note"}],
+        },
+    ]
+    assert [(w.kind, w.message) for w in warnings] == [
+        (
+            WarningKind.APPROXIMATED,
+            "Anthropic takes a user turn after tool calls only with their results first; the "
+            "user messages at `messages[2]`, `messages[6]`, each given before a tool result "
+            "of its turn, were moved after the turn's results",
+        )
+    ]

@@ -400,16 +400,34 @@ def _sent_turns(preset: str, request: ChatRequest, **options: Any) -> tuple[Any,
     return response, recorder.bodies[-1]["messages"]
 
 
+def _moved(display: str, index: int) -> tuple[str, str]:
+    """The warning on a user message the encoder moved after its turn's tool results."""
+    return (
+        "approximated",
+        f"{display} takes a user turn after tool calls only with their results first; the "
+        f"user message at `messages[{index}]`, given before a tool result of its turn, was "
+        "moved after the turn's results",
+    )
+
+
 @pytest.mark.parametrize(
-    ("preset", "options"),
+    ("preset", "options", "display"),
     [
-        ("anthropic", {}),
-        ("azure-anthropic", {"endpoint": "https://r.services.ai.azure.com"}),
-        ("anthropic-compatible", {"base_url": "https://host.example/anthropic"}),
+        ("anthropic", {}, "Anthropic"),
+        (
+            "azure-anthropic",
+            {"endpoint": "https://r.services.ai.azure.com"},
+            "Claude in Microsoft Foundry",
+        ),
+        (
+            "anthropic-compatible",
+            {"base_url": "https://host.example/anthropic"},
+            "the Anthropic-compatible endpoint",
+        ),
     ],
 )
 def test_results_each_followed_by_an_image_come_first_then_the_images(
-    preset: str, options: dict[str, Any]
+    preset: str, options: dict[str, Any], display: str
 ) -> None:
     image = allama.ImagePart(data=_PNG, media_type="image/png")
     request = (
@@ -431,7 +449,9 @@ def test_results_each_followed_by_an_image_come_first_then_the_images(
         "screen 1 captured",
         "screen 2 captured",
     ]
-    assert response.warnings == ()  # matched by id: nothing the model reads changes meaning
+    # Matched by id, but the first image, given before the second result, is now read
+    # after it: said, by its place alone.
+    assert [(str(w.kind), w.message) for w in response.warnings] == [_moved(display, 3)]
 
 
 def test_a_remark_recorded_before_the_result_goes_after_it() -> None:
@@ -450,7 +470,7 @@ def test_a_remark_recorded_before_the_result_goes_after_it() -> None:
         {"type": "text", "text": "(it may take a second)"},
         {"type": "text", "text": "and describe it"},
     ]
-    assert response.warnings == ()
+    assert [(str(w.kind), w.message) for w in response.warnings] == [_moved("Anthropic", 2)]
 
 
 def test_a_user_turn_after_no_tool_calls_keeps_its_order() -> None:

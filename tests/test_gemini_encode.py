@@ -221,6 +221,32 @@ def test_generation_config_and_stop_sequences() -> None:
     assert fields(warnings) == [("stop", "unsupported")]
 
 
+@pytest.mark.parametrize(
+    ("name", "display"), [("gemini", "Gemini"), ("vertex-gemini", "Gemini on Vertex AI")]
+)
+def test_a_temperature_above_two_is_left_out_with_the_words_of_the_other_providers(
+    name: str, display: str
+) -> None:
+    # Gemini documents `temperature` from 0.0 to 2.0 and answers 400 past it: sent, the
+    # whole request (each input of a batch) would be refused.
+    request = ChatRequest("gemini-2.5-flash").user("Hi").with_temperature(5).with_top_p(0.5)
+    _, _, _, body, warnings = encode(request, name=name)
+    assert body["generationConfig"] == {"topP": 0.5}
+    assert [(w.kind, w.message) for w in warnings] == [
+        (WarningKind.UNSUPPORTED, f"{display} takes `temperature` from 0 to 2; 5 was left out")
+    ]
+    assert warnings[0].is_about(RequestField.TEMPERATURE)
+    _, _, _, body, warnings = encode(request.with_temperature(2), name=name)
+    assert body["generationConfig"] == {"temperature": 2, "topP": 0.5}
+    assert warnings == []
+    strict = request.with_temperature(2.5).with_unsupported_policy(UnsupportedPolicy.ERROR)
+    with pytest.raises(UnsupportedError) as raised:
+        encode(strict, name=name)
+    assert (
+        str(raised.value) == f"cannot send `temperature`: {display} takes `temperature` from 0 to 2"
+    )
+
+
 def test_tools_and_the_forced_tool() -> None:
     request = (
         ChatRequest("gemini-2.5-flash")
@@ -584,9 +610,25 @@ def test_tool_results_given_out_of_order_go_in_the_order_of_the_calls(stream: bo
     assert encode(in_order, stream=stream)[3] == body
 
 
+def _moved(where: str, display: str = "Gemini") -> tuple[WarningKind, str]:
+    """The warning on user words `_user_turn` moved after the function responses."""
+    return (
+        WarningKind.APPROXIMATED,
+        f"{display} takes a turn's function responses only together, before what else the "
+        f"user says; {where}",
+    )
+
+
+_MOVED_3 = (
+    "the user message at `messages[3]`, given before a tool result of its turn, was moved "
+    "after the turn's results"
+)
+
+
 def test_results_on_either_side_of_the_users_words_go_before_them() -> None:
     # A function-response content holds nothing else (Gemini answers 400 to text beside
-    # the responses): the results, in the order of the calls, then the user's words.
+    # the responses): the results, in the order of the calls, then the user's words, which
+    # the model so reads after the result given after them: said in a warning.
     request, paris, rome = _weather_turn()
     answered = request.tool_result(rome, "Rome: 30C").user("Paris is slow.")
     _, _, _, body, warnings = encode(answered.tool_result(paris, "Paris: 12C"))
@@ -597,7 +639,98 @@ def test_results_on_either_side_of_the_users_words_go_before_them() -> None:
         },
         {"role": "user", "parts": [{"text": "Paris is slow."}]},
     ]
+    assert [(w.kind, w.message) for w in warnings] == [_moved(_MOVED_3)]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["body", "stream"])
+@pytest.mark.parametrize(
+    ("name", "display"), [("gemini", "Gemini"), ("vertex-gemini", "Gemini on Vertex AI")]
+)
+def test_a_user_message_between_two_results_goes_after_them_with_a_warning(
+    name: str, display: str, stream: bool
+) -> None:
+    request, paris, rome = _weather_turn()
+    answered = (
+        request.tool_result(paris, "Paris: 12C")
+        .user("note: be brief")
+        .tool_result(rome, "Rome: 30C")
+    )
+    _, _, _, body, warnings = encode(answered, stream=stream, name=name)
+    assert body["contents"][2:] == [
+        {
+            "role": "user",
+            "parts": [_weather_response("Paris: 12C"), _weather_response("Rome: 30C")],
+        },
+        {"role": "user", "parts": [{"text": "note: be brief"}]},
+    ]
+    assert [(w.kind, w.message) for w in warnings] == [_moved(_MOVED_3, display)]
+    assert warnings[0].is_about(RequestField.MESSAGES)
+    # Sent all the same under the strict policy: nothing is left out.
+    strict = answered.with_unsupported_policy(UnsupportedPolicy.ERROR)
+    assert encode(strict, stream=stream, name=name)[3:] == (body, warnings)
+
+
+def test_results_given_together_before_the_users_words_give_no_warning() -> None:
+    # The usual order, results out of the calls' order (put in it, as Gemini pairs them by
+    # position, meaning the same), and words of whitespace alone among them (left out).
+    request, paris, rome = _weather_turn()
+    answered = (
+        request.tool_result(rome, "Rome: 30C")
+        .user("  ")
+        .tool_result(paris, "Paris: 12C")
+        .user("note: be brief")
+    )
+    _, _, _, body, warnings = encode(answered)
+    assert body["contents"][2:] == [
+        {
+            "role": "user",
+            "parts": [_weather_response("Paris: 12C"), _weather_response("Rome: 30C")],
+        },
+        {"role": "user", "parts": [{"text": "note: be brief"}]},
+    ]
     assert warnings == []
+
+
+def test_user_messages_moved_in_two_turns_are_named_in_one_warning() -> None:
+    request, paris, rome = _weather_turn()
+    later = ToolCall.of("fc-9", "get_weather", {"city": "Oslo"})
+    answered = (
+        request.user("first note", ImagePart(url="https://example.com/a.png"))
+        .tool_result(paris, "Paris: 12C")
+        .tool_result(rome, "Rome: 30C")
+        .assistant([later])
+        .user("second note")
+        .tool_result(later, "Oslo: 2C")
+    )
+    _, _, _, body, warnings = encode(answered)
+    oslo = {"functionResponse": {"id": "fc-9", **_weather_response("Oslo: 2C")["functionResponse"]}}
+    assert body["contents"][2:] == [
+        {
+            "role": "user",
+            "parts": [_weather_response("Paris: 12C"), _weather_response("Rome: 30C")],
+        },
+        {
+            "role": "user",
+            "parts": [
+                {"text": "first note"},
+                {"fileData": {"fileUri": "https://example.com/a.png", "mimeType": "image/png"}},
+            ],
+        },
+        {
+            "role": "model",
+            "parts": [
+                {"functionCall": {"id": "fc-9", "name": "get_weather", "args": {"city": "Oslo"}}}
+            ],
+        },
+        {"role": "user", "parts": [oslo]},
+        {"role": "user", "parts": [{"text": "second note"}]},
+    ]
+    assert [(w.kind, w.message) for w in warnings] == [
+        _moved(
+            "the user messages at `messages[2]`, `messages[6]`, each given before a tool "
+            "result of its turn, were moved after the turn's results"
+        )
+    ]
 
 
 def test_a_call_answered_only_after_a_later_turn_is_refused() -> None:

@@ -1143,7 +1143,16 @@ def test_results_around_the_users_words_go_first_in_the_order_of_the_calls() -> 
         {"role": "user", "parts": [response_part("1"), response_part("2")]},
         {"role": "user", "parts": [{"text": "The first is slow."}]},
     ]
-    assert response.warnings == ()
+    # The words, given before the first call's result, are now read after it: said, by
+    # their place alone.
+    assert [(str(w.kind), w.message) for w in response.warnings] == [
+        (
+            "approximated",
+            "Gemini takes a turn's function responses only together, before what else the "
+            "user says; the user message at `messages[3]`, given before a tool result of its "
+            "turn, was moved after the turn's results",
+        )
+    ]
 
 
 def test_words_of_whitespace_alone_after_a_tool_result_are_left_out() -> None:

@@ -209,3 +209,19 @@ def extra_words(found: Extra, display: str) -> str:
         f"{head} answers no call of the assistant turn at `messages[{found.turn}]` before it, "
         f"and {display} needs each result right after the call it answers"
     )
+
+
+def moved_after_results(indexes: Sequence[int]) -> str:
+    """The words naming the user messages an encoder moved after their turn's tool results
+    (Anthropic's lead its user turn, Gemini's function responses of a turn go together), by
+    index alone: what they say is the caller's, never put in a warning."""
+    where = ", ".join(f"`messages[{index}]`" for index in indexes)
+    if len(indexes) == 1:
+        return (
+            f"the user message at {where}, given before a tool result of its turn, was "
+            "moved after the turn's results"
+        )
+    return (
+        f"the user messages at {where}, each given before a tool result of its turn, were "
+        "moved after the turn's results"
+    )

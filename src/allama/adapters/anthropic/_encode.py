@@ -28,7 +28,13 @@ from itertools import pairwise
 from typing import Any, TypeGuard
 
 from allama._degradations import FORMAT_NOT_SENT, STOPS_BLANK, Degradations, gives_tools
-from allama.adapters._answered import due_before, extra_result, extra_words, missing_words
+from allama.adapters._answered import (
+    due_before,
+    extra_result,
+    extra_words,
+    missing_words,
+    moved_after_results,
+)
 from allama.adapters._arguments import call_arguments
 from allama.adapters._http import (
     HttpRequest,
@@ -224,6 +230,7 @@ class _Encoder:
         turns: list[dict[str, Any]] = []
         made_of: list[list[int]] = []  # each turn's messages, by index in the request's
         moved = False
+        said_before: list[int] = []  # user messages sent after a tool result given later
         sent = with_tool_ids(self.request.messages, ANTHROPIC_IDS)
         for index, message in enumerate(sent):
             if isinstance(message, SystemMessage | DeveloperMessage):
@@ -244,6 +251,7 @@ class _Encoder:
         for at, (before, turn) in enumerate(pairwise(turns)):
             if turn["role"] == "user" and _uses_tools(before):
                 turn["content"] = _results_first(turn["content"])
+                said_before.extend(_said_before_results(made_of[at + 1], sent))
                 # Due before the turn's first message of the user's own, else the next
                 # assistant turn, else the end of the conversation.
                 own = [i for i in made_of[at + 1] if isinstance(sent[i], UserMessage)]
@@ -262,6 +270,12 @@ class _Encoder:
                 RequestField.SYSTEM,
                 f"{self.profile.display_name} takes system instructions only before the "
                 "conversation; those given later were moved there",
+            )
+        if said_before:
+            self.degradations.approximate(
+                RequestField.MESSAGES,
+                f"{self.profile.display_name} takes a user turn after tool calls only with "
+                f"their results first; {moved_after_results(said_before)}",
             )
         said = [
             m for m in self.request.messages if not isinstance(m, SystemMessage | DeveloperMessage)
@@ -1613,10 +1627,22 @@ def _results_first(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
     A turn after `tool_use` blocks must begin with their results (Anthropic answers 400
     otherwise), while merged user messages may have put a remark or an image before or
-    among them. Results are matched by id, so moving them ahead changes no meaning: no
-    warning."""
+    among them. The model then reads those after every result (`_said_before_results`
+    names them for the warning)."""
     results = [block for block in blocks if block.get("type") == "tool_result"]
     return results + [block for block in blocks if block.get("type") != "tool_result"]
+
+
+def _said_before_results(made_of: Sequence[int], sent: Sequence[Message]) -> list[int]:
+    """The indexes of the user messages of a user turn (`made_of`, the indexes of the
+    messages it was merged from) given before one of its tool results: `_results_first`
+    moves what they say after the results, changing the order the caller gave."""
+    return [
+        index
+        for at, index in enumerate(made_of)
+        if isinstance(sent[index], UserMessage)
+        and any(isinstance(sent[later], ToolMessage) for later in made_of[at + 1 :])
+    ]
 
 
 def _empty_text(part: TextPart | ImagePart | DocumentPart) -> bool:

@@ -52,7 +52,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from allama._degradations import FORMAT_NOT_SENT, Degradations, gives_tools, stops_first
-from allama.adapters._answered import due_before, extra_result, extra_words, missing_words
+from allama.adapters._answered import (
+    due_before,
+    extra_result,
+    extra_words,
+    missing_words,
+    moved_after_results,
+)
 from allama.adapters._arguments import call_arguments
 from allama.adapters._http import (
     HttpRequest,
@@ -130,6 +136,10 @@ THINKING_BUDGETS = {"minimal": 512, "low": 2048, "medium": 8192, "high": 24_576}
 
 MAX_STOP_SEQUENCES = 5
 
+MAX_TEMPERATURE = 2.0
+"""The highest `temperature` Gemini takes: the Gemini API's `GenerationConfig` documents
+0.0 to 2.0, and Vertex AI the same for the Gemini models."""
+
 _SYNTHETIC_ID = re.compile(r"call_\d+")
 """The ids the decoder gives calls Gemini sent without one: not Gemini's, so not sent back."""
 
@@ -160,8 +170,9 @@ class _Encoder:
     def conversation(self) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
         """`systemInstruction` and `contents`, consecutive turns of a role merged; a user
         turn that answers function calls goes as two contents, its function responses alone,
-        then what else it says (`_user_turn`). Calls the user turn after them leaves
-        unanswered are refused (`answered`)."""
+        then what else it says (`_user_turn`), with a warning naming the user's messages
+        given before a result, which the model then reads after it. Calls the user turn
+        after them leaves unanswered are refused (`answered`)."""
         system: list[dict[str, Any]] = []
         contents: list[dict[str, Any]] = []
         moved = False
@@ -169,6 +180,10 @@ class _Encoder:
         results: list[str] = []  # the ids the user turn after those calls answers
         responses: list[tuple[str, dict[str, Any]]] = []  # its function responses, by id
         words: list[dict[str, Any]] = []  # and its other parts
+        # Its own messages that say something, and those of every turn a tool result given
+        # later goes before: `_user_turn` moves what they say after the responses.
+        pending: list[int] = []
+        said_before: list[int] = []
         # The index of that user turn's first message (`after`), and of its first of the
         # user's own (`said`): a refusal names that one, else the next model turn, as the
         # turn the results were due before.
@@ -191,12 +206,16 @@ class _Encoder:
                 if isinstance(message, ToolMessage):
                     results.append(message.tool_call_id)
                     responses.extend((message.tool_call_id, part) for part in parts)
+                    said_before.extend(pending)
+                    pending = []
                 else:
                     words.extend(parts)
+                    if not all(_blank(part) for part in parts):
+                        pending.append(index)
                 continue
             if responses or words:
                 contents.extend(_user_turn(calls, responses, words))
-                responses, words = [], []
+                responses, words, pending = [], [], []
             if not contents or contents[-1]["role"] != "model":
                 self.answered(calls, results, after, said, index)
                 calls, results, after, said = [], [], None, None
@@ -216,6 +235,12 @@ class _Encoder:
                 RequestField.SYSTEM,
                 f"{self.profile.display_name} takes system instructions only apart from the "
                 "conversation; those given later were moved there",
+            )
+        if said_before:
+            self.degradations.approximate(
+                RequestField.MESSAGES,
+                f"{self.profile.display_name} takes a turn's function responses only together, "
+                f"before what else the user says; {moved_after_results(said_before)}",
             )
         return ({"parts": system} if system else None), contents
 
@@ -447,8 +472,9 @@ class _Encoder:
         """`generationConfig`: sampling, limits, stop sequences, output and thinking."""
         request = self.request
         config: dict[str, Any] = {}
-        if request.temperature is not None:
-            config["temperature"] = request.temperature
+        temperature = self.temperature_in_range(request.temperature)
+        if temperature is not None:
+            config["temperature"] = temperature
         if request.top_p is not None:
             config["topP"] = request.top_p
         if request.max_output_tokens is not None:
@@ -481,6 +507,20 @@ class _Encoder:
         if thinking is not None:
             config["thinkingConfig"] = thinking
         return config
+
+    def temperature_in_range(self, temperature: float | None) -> float | None:
+        """`temperature`, or `None` (with a warning) above what Gemini takes: sent, the whole
+        request would be refused (the Gemini API and Vertex AI answer 400 past 2), as the
+        OpenAI-compatible presets' `max_temperature` leaves it out, in their words. (`top_p`
+        outside 0 to 1 is refused when the request is made.)"""
+        if temperature is None or temperature <= MAX_TEMPERATURE:
+            return temperature
+        self.degradations.refuse(
+            RequestField.TEMPERATURE,
+            f"{self.profile.display_name} takes `temperature` from 0 to {MAX_TEMPERATURE:g}",
+            instead=f"{temperature:g} was left out",
+        )
+        return None
 
     def logprobs(self, top: int) -> dict[str, Any]:
         """`responseLogprobs` (and `logprobs`, the alternatives per position, 1 to 20)."""
