@@ -1640,3 +1640,135 @@ def test_every_encoded_body_keeps_the_wire_request_shape(
     assert None not in body.values()
     for message in body["messages"]:
         assert None not in message.values()
+
+
+# An output limit above the model's
+
+
+def _limit_said(warnings: list[Warning]) -> list[tuple[WarningKind, Any, str]]:
+    return [(w.kind, getattr(w.subject, "field", None), w.message) for w in warnings]
+
+
+def _limit_warning(
+    model: str, limit: int, asked: int, where: str = "OpenAI"
+) -> tuple[WarningKind, Any, str]:
+    return (
+        WarningKind.UNSUPPORTED,
+        RequestField.MAX_OUTPUT_TOKENS,
+        f"`{model}` on {where} writes at most {limit} output tokens; {limit} was sent in "
+        f"place of {asked}",
+    )
+
+
+@pytest.mark.parametrize(
+    ("model", "limit", "asked"),
+    [
+        ("gpt-4o", 16_384, 20_480),
+        ("gpt-4o-mini", 16_384, 16_385),
+        ("gpt-4o-2024-05-13", 4_096, 16_384),
+        ("gpt-4.1-nano", 32_768, 50_000),
+        ("o3-mini", 100_000, 200_000),
+        ("o1-mini", 65_536, 100_000),
+        ("gpt-5", 128_000, 200_000),
+        ("gpt-5-chat-latest", 16_384, 32_000),
+        ("gpt-4", 8_192, 10_000),
+        ("gpt-3.5-turbo", 4_096, 8_000),
+    ],
+)
+def test_an_output_limit_above_the_models_is_lowered_to_it(
+    model: str, limit: int, asked: int
+) -> None:
+    """OpenAI answers 400 ("max_tokens is too large: 20480. This model supports at most
+    16384 completion tokens"), on every input of a batch run: the model's own limit is
+    sent, with a warning, and the span shows it."""
+    request = ChatRequest(model).user("hi").with_max_output_tokens(asked)
+    http, warnings = provider("openai", api_key="k")._prepare(request, stream=False)
+    assert http.body["max_completion_tokens"] == limit and "max_tokens" not in http.body
+    assert _limit_said(warnings) == [_limit_warning(model, limit, asked)]
+    assert http.as_sent == {"max_output_tokens": limit}
+
+
+def test_an_azure_deployment_named_after_the_model_gets_its_limit() -> None:
+    """Azure OpenAI's models page gives each model the output limit OpenAI's does; it goes
+    in the field the `api-version` takes (`max_tokens` on the default one)."""
+    target = provider("azure-openai", api_key="k", endpoint="https://res.openai.azure.com")
+    request = ChatRequest("gpt-4.1").user("hi").with_max_output_tokens(40_000)
+    http, warnings = target._prepare(request, stream=False)
+    assert http.body["max_tokens"] == 32_768 and "max_completion_tokens" not in http.body
+    assert _limit_said(warnings) == [_limit_warning("gpt-4.1", 32_768, 40_000, "Azure OpenAI")]
+    assert http.as_sent == {"max_output_tokens": 32_768}
+
+
+@pytest.mark.parametrize(
+    ("name", "model", "asked"),
+    [
+        ("openai", "gpt-4o", 16_384),  # at the limit
+        ("openai", "gpt-4o-64k-output-alpha", 64_000),  # GPT-4o's long-output alpha
+        ("openai", "gpt-9-next", 500_000),  # a model the table does not know
+        ("openai", "ft:gpt-4o-mini-2024-07-18:org::abc", 20_000),  # no documented limit
+        ("openrouter", "openai/gpt-4o", 20_480),  # another provider's limits
+        ("groq", "openai/gpt-oss-120b", 100_000),
+    ],
+)
+def test_an_output_limit_within_the_models_or_unknown_goes_as_asked(
+    name: str, model: str, asked: int
+) -> None:
+    request = ChatRequest(model).user("hi").with_max_output_tokens(asked)
+    body, warnings = body_of(name, request)
+    assert body.get("max_completion_tokens", body.get("max_tokens")) == asked
+    assert warnings == []
+
+
+def test_an_output_limit_over_the_models_is_refused_unsent_under_error() -> None:
+    sent: list[httpx2.Request] = []
+
+    def handler(http: httpx2.Request) -> httpx2.Response:
+        sent.append(http)
+        return httpx2.Response(200, json=_completion("ok"))
+
+    target = provider("openai", api_key="k", transport=_mock(handler))
+    request = (
+        ChatRequest("gpt-4o")
+        .user("hi")
+        .with_max_output_tokens(20_480)
+        .with_unsupported_policy(UnsupportedPolicy.ERROR)
+    )
+    with pytest.raises(UnsupportedError) as raised:
+        target.chat(request)
+    assert str(raised.value) == (
+        "cannot send `max_output_tokens`: `gpt-4o` on OpenAI writes at most 16384 output tokens"
+    )
+    assert raised.value.stage is UnsupportedStage.BEFORE_SENDING
+    assert sent == []
+
+
+def test_the_body_options_own_limit_goes_as_given() -> None:
+    """The option's `max_completion_tokens` goes in place of allama's: nothing is lowered."""
+    request = (
+        ChatRequest("gpt-4o")
+        .user("hi")
+        .with_max_output_tokens(20_480)
+        .with_option_json("openai_compat", {"max_completion_tokens": 30_000})
+    )
+    http, warnings = provider("openai", api_key="k")._prepare(request, stream=False)
+    assert http.body["max_completion_tokens"] == 30_000
+    assert warnings == []
+    assert http.as_sent == {"max_output_tokens": 30_000}
+
+
+def test_the_plan_and_the_dry_run_say_the_limit_was_lowered() -> None:
+    sent: list[dict[str, Any]] = []
+
+    def handler(http: httpx2.Request) -> httpx2.Response:
+        sent.append(json.loads(http.content))
+        return httpx2.Response(200, json=_completion('{"name": "Ada"}'))
+
+    target = provider("openai", api_key="k", transport=_mock(handler))
+    request = ChatRequest("gpt-4o-mini").user("Ada, 1843").with_max_output_tokens(20_000)
+    said = [_limit_warning("gpt-4o-mini", 16_384, 20_000)]
+    planned = Extractor().plan(target, _Strings, request)
+    assert _limit_said(list(planned.request_warnings)) == said
+    assert _limit_said(list(target.validate_chat_request(request).warnings)) == said
+    got = allama.extract(target, _Strings, request)
+    assert list(planned.request_warnings) == list(got.response.warnings)  # as the call says
+    assert sent[0]["max_completion_tokens"] == 16_384

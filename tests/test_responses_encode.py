@@ -994,6 +994,70 @@ def test_sampling_limits_and_what_the_api_has_no_field_for() -> None:
     assert caught.value.field is RequestField.SEED
 
 
+def _said(warnings: list[Warning]) -> list[tuple[str, str, str]]:
+    return [(str(getattr(w.subject, "field", "")), str(w.kind), w.message) for w in warnings]
+
+
+@pytest.mark.parametrize(
+    ("model", "limit", "asked"),
+    [
+        ("gpt-4o", 16_384, 20_480),
+        ("gpt-4.1-mini", 32_768, 40_000),
+        ("o4-mini", 100_000, 100_001),
+        ("o3-pro", 100_000, 150_000),
+        ("gpt-5-nano", 128_000, 200_000),
+        ("gpt-5-pro", 272_000, 300_000),
+    ],
+)
+def test_an_output_limit_above_the_models_is_lowered_as_in_chat_completions(
+    model: str, limit: int, asked: int
+) -> None:
+    """OpenAI answers 400 to a `max_output_tokens` above the model's limit: the limit is
+    sent, with the warning Chat Completions gives, and the span shows it."""
+    request = ChatRequest(model).user("Hi").with_max_output_tokens(asked)
+    http, warnings = responses()._prepare(request, stream=False)
+    assert http.body["max_output_tokens"] == limit
+    assert _said(warnings) == [
+        (
+            "max_output_tokens",
+            "unsupported",
+            f"`{model}` on OpenAI writes at most {limit} output tokens; {limit} was sent in "
+            f"place of {asked}",
+        )
+    ]
+    assert warnings == chat()._prepare(request, stream=False)[1]
+    assert http.as_sent == {"max_output_tokens": limit}
+    # The dry run says so too.
+    assert list(responses().validate_chat_request(request).warnings) == warnings
+
+
+def test_an_output_limit_within_the_models_or_of_an_unknown_one_goes_as_asked() -> None:
+    for name, model, asked in (
+        ("openai", "gpt-4o", 16_384),
+        ("openai", "gpt-9-next", 500_000),
+        ("xai", "grok-4", 200_000),
+        ("openrouter", "openai/gpt-4o", 20_480),
+    ):
+        request = ChatRequest(model).user("Hi").with_max_output_tokens(asked)
+        http, warnings = responses(name)._prepare(request, stream=False)
+        assert (http.body["max_output_tokens"], warnings, http.as_sent) == (asked, [], {})
+
+
+def test_an_output_limit_over_the_models_is_refused_under_error_and_the_options_goes() -> None:
+    request = ChatRequest("gpt-4o").user("Hi").with_max_output_tokens(20_480)
+    with pytest.raises(UnsupportedError) as caught:
+        encode(request.with_unsupported_policy(UnsupportedPolicy.ERROR))
+    assert str(caught.value) == (
+        "cannot send `max_output_tokens`: `gpt-4o` on OpenAI writes at most 16384 output tokens"
+    )
+    assert caught.value.stage is UnsupportedStage.BEFORE_SENDING
+    # The body option's own limit goes in place of allama's: nothing is lowered.
+    body, warnings = encode(
+        request.with_option_json("openai_responses", {"max_output_tokens": 30_000})
+    )
+    assert (body["max_output_tokens"], warnings) == (30_000, [])
+
+
 def test_streaming_and_the_option_namespace() -> None:
     request = (
         ChatRequest("gpt-5")

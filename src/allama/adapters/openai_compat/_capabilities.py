@@ -99,6 +99,11 @@ class ModelFamily:
     `disabled` too, what it does unasked). While it thinks, DeepSeek answers 400 to a forced
     `tool_choice` ("Thinking mode does not support this tool_choice"): `forced_tool` is the
     answer for the default, and a request that turns thinking off may force a tool."""
+    max_output: int | None = None
+    """The family's output limit, where its maker documents one (OpenAI's model pages, "max
+    output tokens"): a `max_output_tokens` above it is sent as the limit, with a warning,
+    since OpenAI answers 400 ("max_tokens is too large: N. This model supports at most M
+    completion tokens"); `None`: sent as asked, and the endpoint decides."""
 
     def support(self, capability: ChatCapability) -> CapabilitySupport:
         if capability is ChatCapability.STRUCTURED_OUTPUT:
@@ -224,6 +229,22 @@ _GROQ_EFFORTS: tuple[tuple[str, str], ...] = (
 """Groq's models no row names: its `reasoning_effort` takes `none`, `default`, `low`,
 `medium` and `high` (no `minimal`)."""
 
+_O_SERIES = ModelFamily(
+    "o[1-9]*",
+    StructuredLevel.STRICT,
+    reasoning=S,
+    images=S,
+    logprobs=N,
+    efforts=_LOW_TO_HIGH,
+    parallel_tools=N,
+    sampling="no",
+)
+_GPT_4O = ModelFamily("gpt-4o*", StructuredLevel.STRICT, reasoning=N, images=S, logprobs=S)
+_GPT_4 = ModelFamily("gpt-4*", StructuredLevel.JSON_OBJECT, reasoning=N, images=N, logprobs=S)
+_GPT_35 = ModelFamily(
+    "gpt-3.5-turbo*", StructuredLevel.JSON_OBJECT, reasoning=N, images=N, logprobs=S
+)
+
 _OPENAI_BASE_ROWS = (
     # Structured outputs from gpt-4o-2024-08-06 and gpt-4o-mini on; reasoning models.
     # `gpt-5-chat-latest` is the chat model of ChatGPT: no reasoning effort, and the
@@ -244,6 +265,13 @@ _OPENAI_BASE_ROWS = (
     # temperature); -max and 5.2 add `xhigh`, which allama does not ask for. The Codex CLI
     # offers -mini only `medium` and `high`; models.dev and its audit of OpenAI's sets
     # (models.dev#2472) list `low` as well, taken here.
+    # Output limits ("max output tokens" on OpenAI's model pages, the same per model on
+    # Azure OpenAI's models page): gpt-5, -mini, -nano 128,000, -chat 16,384, -pro 272,000;
+    # o1, o1-pro, o3, o3-mini, o3-pro, o4-mini 100,000, o1-mini 65,536, o1-preview 32,768;
+    # gpt-4.1, -mini, -nano 32,768; gpt-4.5-preview, gpt-4o (but its 2024-05-13 snapshot,
+    # 4,096), -mini, chatgpt-4o-latest 16,384; gpt-4-turbo 4,096; gpt-4 8,192; gpt-3.5-turbo
+    # 4,096. Not the codex or 5.x models (their limits differ, 5.5's 272,000 among them, and
+    # no OpenAI page for them was at hand), nor the deep research ones: sent as asked.
     ModelFamily(
         "gpt-5*-codex*",
         StructuredLevel.STRICT,
@@ -294,8 +322,16 @@ _OPENAI_BASE_ROWS = (
         stop=False,
         efforts=_HIGH_ONLY,
         sampling="no",
+        max_output=272_000,
     ),
-    ModelFamily("gpt-5-chat*", StructuredLevel.STRICT, reasoning=N, images=S, logprobs=N),
+    ModelFamily(
+        "gpt-5-chat*",
+        StructuredLevel.STRICT,
+        reasoning=N,
+        images=S,
+        logprobs=N,
+        max_output=16_384,
+    ),
     ModelFamily(
         "gpt-5.*",
         StructuredLevel.STRICT,
@@ -314,6 +350,7 @@ _OPENAI_BASE_ROWS = (
         stop=False,
         efforts=_GPT_5,
         sampling="no",
+        max_output=128_000,
     ),
     # The o-series answer 400 "Unsupported parameter: 'parallel_tool_calls' is not
     # supported with this model" to the field on Chat Completions, even `false`
@@ -333,6 +370,7 @@ _OPENAI_BASE_ROWS = (
         sampling="no",
         efforts=_NO_EFFORT,
         system_role=False,
+        max_output=65_536,
     ),
     ModelFamily(
         "o1-preview*",
@@ -345,6 +383,7 @@ _OPENAI_BASE_ROWS = (
         sampling="no",
         efforts=_NO_EFFORT,
         system_role=False,
+        max_output=32_768,
     ),
     # Deep research (`o3-deep-research`, `o4-mini-deep-research`, and their dated ids), before
     # the `o3*` and `o4-mini*` rows they match: `medium` alone (400 to `low` and `high`;
@@ -380,6 +419,7 @@ _OPENAI_BASE_ROWS = (
         efforts=_LOW_TO_HIGH,
         parallel_tools=N,
         sampling="no",
+        max_output=100_000,
     ),
     ModelFamily(
         "o4-mini*",
@@ -391,35 +431,64 @@ _OPENAI_BASE_ROWS = (
         efforts=_LOW_TO_HIGH,
         parallel_tools=N,
         sampling="no",
+        max_output=100_000,
+    ),
+    # o1 and o1-pro (o1-mini and o1-preview have rows above); no limit for another o-series
+    # id no row names.
+    replace(_O_SERIES, pattern="o1*", max_output=100_000),
+    _O_SERIES,
+    ModelFamily(
+        "gpt-4.1*", StructuredLevel.STRICT, reasoning=N, images=S, logprobs=S, max_output=32_768
     ),
     ModelFamily(
-        "o[1-9]*",
-        StructuredLevel.STRICT,
-        reasoning=S,
+        "gpt-4.5*", StructuredLevel.STRICT, reasoning=N, images=S, logprobs=S, max_output=16_384
+    ),
+    ModelFamily(
+        "gpt-4o-2024-05-13",
+        StructuredLevel.JSON_OBJECT,
+        reasoning=N,
         images=S,
-        logprobs=N,
-        efforts=_LOW_TO_HIGH,
-        parallel_tools=N,
-        sampling="no",
+        logprobs=S,
+        max_output=4_096,
     ),
-    ModelFamily("gpt-4.1*", StructuredLevel.STRICT, reasoning=N, images=S, logprobs=S),
-    ModelFamily("gpt-4.5*", StructuredLevel.STRICT, reasoning=N, images=S, logprobs=S),
+    # `gpt-4o-64k-output-alpha`, an alpha of GPT-4o that writes up to 64K tokens: no limit.
+    replace(_GPT_4O, pattern="gpt-4o-64k-output*"),
+    replace(_GPT_4O, max_output=16_384),
     ModelFamily(
-        "gpt-4o-2024-05-13", StructuredLevel.JSON_OBJECT, reasoning=N, images=S, logprobs=S
+        "chatgpt-4o*",
+        StructuredLevel.JSON_OBJECT,
+        reasoning=N,
+        images=S,
+        logprobs=S,
+        max_output=16_384,
     ),
-    ModelFamily("gpt-4o*", StructuredLevel.STRICT, reasoning=N, images=S, logprobs=S),
-    ModelFamily("chatgpt-4o*", StructuredLevel.JSON_OBJECT, reasoning=N, images=S, logprobs=S),
-    ModelFamily("gpt-4-turbo*", StructuredLevel.JSON_OBJECT, reasoning=N, images=S, logprobs=S),
-    ModelFamily("gpt-4*", StructuredLevel.JSON_OBJECT, reasoning=N, images=N, logprobs=S),
-    ModelFamily("gpt-3.5-turbo*", StructuredLevel.JSON_OBJECT, reasoning=N, images=N, logprobs=S),
+    ModelFamily(
+        "gpt-4-turbo*",
+        StructuredLevel.JSON_OBJECT,
+        reasoning=N,
+        images=S,
+        logprobs=S,
+        max_output=4_096,
+    ),
+    # `gpt-4` alone: its preview snapshots write 4,096, and the 32k documents no limit.
+    replace(_GPT_4, pattern="gpt-4", max_output=8_192),
+    _GPT_4,
+    # The current GPT-3.5 Turbo and its two 16k-context snapshots; the older ones (-0613,
+    # -16k) document no output limit of their own: sent as asked.
+    *(
+        replace(_GPT_35, pattern=pattern, max_output=4_096)
+        for pattern in ("gpt-3.5-turbo", "gpt-3.5-turbo-0125", "gpt-3.5-turbo-1106")
+    ),
+    _GPT_35,
 )
 
 _OPENAI_ROWS = (
     *_OPENAI_BASE_ROWS,
     # A fine-tune (`ft:gpt-4o-mini-2024-07-18:org::id`) takes its base model's parameters
     # (an `o4-mini` one no `temperature`), and a schema under the fine-tuned models' subset.
+    # Its output limit is not documented: sent as asked.
     *(
-        replace(row, pattern=f"ft:{row.pattern}", strict_profile="fine_tuned")
+        replace(row, pattern=f"ft:{row.pattern}", strict_profile="fine_tuned", max_output=None)
         for row in _OPENAI_BASE_ROWS
     ),
     # Other fine-tunes: what they take is not known, but where they take a schema it is

@@ -1283,6 +1283,30 @@ class _Encoder:
             )
         )
 
+    def output_limit(self, field: str) -> int | None:
+        """The request's output limit, lowered to the model's where the table knows it
+        (`ModelFamily.max_output`: OpenAI answers 400 above it, "max_tokens is too large: N.
+        This model supports at most M completion tokens"), with a warning, refused under
+        `UnsupportedPolicy.ERROR`. Left as asked where the body option gives its own `field`,
+        which goes in its place."""
+        asked = self.request.max_output_tokens
+        limit = self.family.max_output
+        extra = self.request.option_json(self.namespace)
+        if (
+            asked is None
+            or limit is None
+            or asked <= limit
+            or (isinstance(extra, dict) and field in extra)
+        ):
+            return asked
+        self.degradations.refuse(
+            RequestField.MAX_OUTPUT_TOKENS,
+            f"`{self.request.model}` on {self.profile.display_name} writes at most {limit} "
+            "output tokens",
+            instead=f"{limit} was sent in place of {asked}",
+        )
+        return limit
+
     def temperature_in_range(self, temperature: float | None) -> float | None:
         """`temperature`, or `None` (with a warning) above what the endpoint takes: sent,
         the whole request would be refused."""
@@ -1308,6 +1332,7 @@ class _Encoder:
         if max_tokens is not None:
             if profile.reasoning_token_field is not None and self.reasoning_model():
                 limit_field = profile.reasoning_token_field
+            max_tokens = self.output_limit(limit_field)
             extras[limit_field] = max_tokens
         if request.seed is not None:
             if profile.seed_32_bits and not 0 <= request.seed < 2**32 - 1:
@@ -1392,8 +1417,13 @@ class _Encoder:
             given.pop("provider", None)
         if thinking is not None and "thinking" in given:
             self.effort_replaced(given["thinking"])
-        if given:
-            self.as_sent = self.settings_replaced(given, limit_field, max_tokens is None)
+        settings = given
+        if max_tokens != request.max_output_tokens:  # lowered to the model's output limit
+            settings = {**given, limit_field: max_tokens}
+        if settings:
+            self.as_sent = self.settings_replaced(
+                settings, limit_field, request.max_output_tokens is None
+            )
         body.update(given)
         self.check_names(body, tools)
         return body

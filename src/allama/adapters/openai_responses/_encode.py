@@ -61,7 +61,8 @@ on `response_format` (`text.format`) and `tools`; a family with only JSON mode g
   Chat Completions takes the same effort. Reasoning is read and sent back without one: an
   item with no summary is a reasoning block with no text, its encrypted content kept.
 - There are no stop sequences and no seed in this API: both are refused. An output limit
-  below the API's minimum (16 tokens) is raised to it, with a warning.
+  below the API's minimum (16 tokens) is raised to it, with a warning; one above the
+  model's (`ModelFamily.max_output`) is lowered to it, as on Chat Completions.
 - Log-probabilities (`request.logprobs`) are asked for with
   `include: ["message.output_text.logprobs"]`, and `top_logprobs` when alternatives are
   wanted. A family that reports none (OpenAI's reasoning models answer 400) is refused, and
@@ -830,7 +831,9 @@ class _Encoder(_ChatEncoder):
         return {"effort": effort}, effort != "none"
 
     def max_output_tokens(self) -> int | None:
-        tokens = self.request.max_output_tokens
+        """The output limit: the model's where the request's is above it (`output_limit`),
+        the API's minimum where it is below that."""
+        tokens = self.output_limit("max_output_tokens")
         if tokens is not None and tokens < MIN_OUTPUT_TOKENS:
             self.degradations.approximate(
                 RequestField.MAX_OUTPUT_TOKENS,
@@ -939,8 +942,11 @@ class _Encoder(_ChatEncoder):
             body, self.extra, BODY_OPTION, stream=self.stream, degradations=self.degradations
         )
         self.option_tools_left_out(given)
-        if given:
-            self.as_sent = settings_as_sent(request, given, _SETTINGS)
+        settings = given
+        if max_tokens is not None and max_tokens < (request.max_output_tokens or 0):
+            settings = {**given, "max_output_tokens": max_tokens}  # the model's output limit
+        if settings:
+            self.as_sent = settings_as_sent(request, settings, _SETTINGS)
         for key, value in given.items():
             ours = body.get(key)
             if key in _MERGED and isinstance(ours, dict) and isinstance(value, dict):
