@@ -304,6 +304,130 @@ def test_output_tokens_sent_otherwise_are_said_before_the_run(
     assert sum("--max-output-tokens" in line for line in lines) == 1
 
 
+class _NativeAnswer(_Answer):
+    """Anthropic's Messages API (`/messages`) and Gemini's `generateContent`, answering
+    `{"n": N}` for a document `doc N` as each provider writes an answer."""
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))
+        with self.server.lock:
+            self.server.bodies.append(body)
+        found = re.search(r"doc (\d+)", json.dumps(body.get("messages") or body["contents"]))
+        answer = json.dumps({"n": int(found.group(1)) if found else -1})
+        if self.path.endswith("/messages"):
+            self._send(
+                200,
+                {
+                    "id": "msg_1",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": body["model"],
+                    "content": [{"type": "text", "text": answer}],
+                    "stop_reason": "end_turn",
+                    "usage": {"input_tokens": 100, "output_tokens": 10},
+                },
+            )
+            return
+        self._send(
+            200,
+            {
+                "candidates": [
+                    {
+                        "content": {"role": "model", "parts": [{"text": answer}]},
+                        "finishReason": "STOP",
+                    }
+                ],
+                "usageMetadata": {
+                    "promptTokenCount": 100,
+                    "candidatesTokenCount": 10,
+                    "totalTokenCount": 110,
+                },
+            },
+        )
+
+
+@pytest.fixture
+def native(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Recording]:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    monkeypatch.setenv("GEMINI_API_KEY", "AIza-test")
+    served = _Recording()
+    served.RequestHandlerClass = _NativeAnswer
+    threading.Thread(target=served.serve_forever, args=(0.05,), daemon=True).start()
+    yield served
+    served.shutdown()
+    served.server_close()
+
+
+@pytest.mark.parametrize(
+    ("provider", "model", "extra", "note", "sent"),
+    [
+        (
+            "anthropic",
+            "claude-sonnet-4-5",
+            ("--max-output-tokens", "100000"),
+            # Capped, not left out: the note says what the warning does.
+            "note: --max-output-tokens 100000 is not sent as given: `claude-sonnet-4-5` on "
+            "Anthropic writes at most 64000 output tokens; 64000 was sent in place of 100000",
+            ("max_tokens", 64000),
+        ),
+        (
+            "gemini",
+            "gemini-2.5-flash",
+            ("--temperature", "5"),
+            "note: --temperature 5 was left out: Gemini takes `temperature` from 0 to 2",
+            ("generationConfig", {"responseMimeType": "application/json"}),
+        ),
+    ],
+)
+def test_a_setting_each_provider_sends_otherwise_is_said_as_what_was_sent(
+    native: _Recording,
+    row_type: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    provider: str,
+    model: str,
+    extra: tuple[str, str],
+    note: str,
+    sent: tuple[str, Any],
+) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_text('{"text": "doc 1"}\n{"text": "doc 2"}\n', encoding="utf-8")
+    host, port = native.server_address[:2]
+    code = main(
+        [
+            "batch",
+            "run",
+            str(source),
+            "--type",
+            row_type,
+            "--provider",
+            provider,
+            "--base-url",
+            f"http://{host!s}:{port}",
+            "--model",
+            model,
+            "--out",
+            str(tmp_path / "o.jsonl"),
+            "--no-progress",
+            *extra,
+        ]
+    )
+    lines = capsys.readouterr().err.splitlines()
+    assert code == 0
+    assert lines[1] == note
+    assert sum(extra[0] in line for line in lines) == 1
+    key, value = sent
+    bodies = native.bodies
+    assert len(bodies) == 2
+    for body in bodies:
+        if isinstance(value, dict):
+            assert {k: body[key][k] for k in value} == value
+            assert "temperature" not in body[key]
+        else:
+            assert body[key] == value
+    assert sorted(rows_of(tmp_path / "o.jsonl")) == [("line 1", {"n": 1}), ("line 2", {"n": 2})]
+
+
 # Two CSV exports joined: the second's header is no document.
 
 

@@ -277,3 +277,56 @@ def test_an_import_failing_over_many_lines_is_said_by_its_first_line_in_both_com
     assert main([*batch, "--provider", "openai", "--model", "gpt-4o-mini"]) == 2
     assert capsys.readouterr().err == f"allama batch run: {said}"
     assert not (tmp_path / "o").exists()
+
+
+TYPE_FAILURES = [
+    (
+        "from pydantic import BaseModel, ConfigDict\n\n"
+        "def boom(schema):\n    raise ZeroDivisionError('x\\ny')\n\n"
+        "class Row(BaseModel):\n    model_config = ConfigDict(json_schema_extra=boom)\n"
+        "    n: int\n",
+        "cannot extract `Row`: writing its JSON Schema raised ZeroDivisionError: x (code of "
+        "the type's own runs there, such as a `json_schema_extra` or a "
+        "`__get_pydantic_json_schema__`)",
+    ),
+    (
+        "class Row:\n    @classmethod\n"
+        "    def __get_pydantic_core_schema__(cls, source, handler):\n"
+        "        raise ValueError('no \\x1b[31mvalidator')\n",
+        "cannot extract `Row`: building its validator raised ValueError: no \\x1b[31mvalidator "
+        "(code of the type's own runs there, such as a `__get_pydantic_core_schema__`)",
+    ),
+    (
+        "from pydantic import BaseModel\n\nclass Row(BaseModel):\n    kind: type[int]\n",
+        "cannot extract `Row`: its JSON Schema cannot be written, and a provider needs it "
+        "(Cannot generate a JsonSchema for core_schema.IsSubclassSchema (<class 'int'>)); a "
+        "type to extract is a pydantic model, a dataclass, a TypedDict, or a type such as "
+        "`list[...]`, a `Literal` or an enum, made of types JSON can carry",
+    ),
+]
+
+
+@pytest.mark.parametrize(("source", "said"), TYPE_FAILURES)
+def test_a_type_refused_as_its_schema_is_built_is_one_line_in_both_commands(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    loaded_here: None,
+    source: str,
+    said: str,
+) -> None:
+    """The type's own code failing as its schema or validator is built (or a class as a
+    value, which JSON cannot carry) is said as an import that fails is: one line, exit 2,
+    and `batch run` leaves no `.part` file nor a ledger."""
+    module = tmp_path / "failing_types.py"
+    module.write_text(source)
+    inputs = tmp_path / "in.jsonl"
+    inputs.write_text('{"text": "doc 1"}\n', encoding="utf-8")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    assert main(["plan", f"{module}:Row", "--provider", "openai"]) == 2
+    assert capsys.readouterr().err == f"allama plan: {said}\n"
+    out = tmp_path / "o.jsonl"
+    batch = ["batch", "run", str(inputs), "--type", f"{module}:Row", "--out", str(out)]
+    assert main([*batch, "--provider", "openai", "--model", "gpt-4o-mini"]) == 2
+    assert capsys.readouterr().err == f"allama batch run: {said}\n"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["failing_types.py", "in.jsonl"]

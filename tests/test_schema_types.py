@@ -166,6 +166,173 @@ def test_a_type_whose_schema_pydantic_fails_to_write_is_refused_with_the_reason(
     assert provider.requests == []
 
 
+def _fails(schema: dict[str, Any]) -> None:
+    raise ZeroDivisionError("a hook of the caller's")
+
+
+class FailsToWrite(BaseModel):
+    model_config = ConfigDict(json_schema_extra=_fails)
+    n: int
+
+
+class FieldFailsToWrite(BaseModel):
+    n: int = Field(json_schema_extra=_fails)
+
+
+class HoldsOneThatFails(BaseModel):
+    items: list[FieldFailsToWrite]
+
+
+class OwnJsonSchemaFails:
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+        return handler(int)
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, schema: Any, handler: Any) -> Any:
+        raise KeyError("units")
+
+
+class HoldsOwnJsonSchemaFails(BaseModel):
+    size: OwnJsonSchemaFails
+
+
+class OwnValidatorFails:
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+        raise ValueError("no validator here\nand a second line")
+
+
+class LongFailure(BaseModel):
+    n: int = Field(json_schema_extra=lambda schema: _raise(RuntimeError("x" * 300)))
+
+
+def _raise(error: BaseException) -> None:
+    raise error
+
+
+SCHEMA_HOOKS = (
+    "(code of the type's own runs there, such as a `json_schema_extra` or a "
+    "`__get_pydantic_json_schema__`)"
+)
+
+
+@pytest.mark.parametrize(
+    ("tp", "cause", "message"),
+    [
+        (
+            FailsToWrite,
+            ZeroDivisionError,
+            "cannot extract `FailsToWrite`: writing its JSON Schema raised ZeroDivisionError: "
+            f"a hook of the caller's {SCHEMA_HOOKS}",
+        ),
+        (
+            FieldFailsToWrite,
+            ZeroDivisionError,
+            "cannot extract `FieldFailsToWrite`: writing the JSON Schema of its field "
+            "`FieldFailsToWrite.n` raised ZeroDivisionError: a hook of the caller's "
+            + SCHEMA_HOOKS,
+        ),
+        (
+            list[HoldsOneThatFails],
+            ZeroDivisionError,
+            "cannot extract `list[HoldsOneThatFails]`: writing the JSON Schema of its field "
+            "`FieldFailsToWrite.n` raised ZeroDivisionError: a hook of the caller's "
+            + SCHEMA_HOOKS,
+        ),
+        (
+            HoldsOwnJsonSchemaFails,
+            KeyError,
+            "cannot extract `HoldsOwnJsonSchemaFails`: writing the JSON Schema of its field "
+            f"`HoldsOwnJsonSchemaFails.size` raised KeyError: 'units' {SCHEMA_HOOKS}",
+        ),
+        (
+            dict[str, OwnValidatorFails],
+            ValueError,
+            "cannot extract `dict[str, OwnValidatorFails]`: building its validator raised "
+            "ValueError: no validator here (code of the type's own runs there, such as a "
+            "`__get_pydantic_core_schema__`)",
+        ),
+        (
+            LongFailure,
+            RuntimeError,
+            "cannot extract `LongFailure`: writing the JSON Schema of its field `LongFailure.n` "
+            f"raised RuntimeError: {'x' * 197}... (300 characters) {SCHEMA_HOOKS}",
+        ),
+    ],
+)
+def test_a_type_whose_own_code_fails_as_its_schema_is_built_is_refused_naming_the_error(
+    tp: Any, cause: type[Exception], message: str
+) -> None:
+    """Its error by its type and first line, the field it was in, where known, and itself
+    as the cause: not a traceback out of pydantic. Before anything is sent."""
+    provider = TestProvider()
+    with pytest.raises(TypeError) as raised:
+        allama.extract(provider, tp, ChatRequest("m").user("x"))
+    assert str(raised.value) == message
+    assert type(raised.value.__cause__) is cause
+    assert provider.requests == []
+    with pytest.raises(TypeError) as again:  # not cached: said again, the same
+        type_schema(tp)
+    assert str(again.value) == message
+
+
+def test_an_interrupt_while_a_schema_is_built_goes_through() -> None:
+    class Interrupted(BaseModel):
+        n: int = Field(json_schema_extra=lambda schema: _raise(KeyboardInterrupt()))
+
+    with pytest.raises(KeyboardInterrupt):
+        type_schema(Interrupted)
+
+
+class HoldsAClass(BaseModel):
+    kind: type[int]
+
+
+def _classes() -> list[Any]:
+    from typing import Type  # noqa: UP035 (the old spelling is refused the same)
+
+    return [
+        ("type[int]", type[int]),
+        ("type[int]", Type[int]),  # noqa: UP006
+        ("HoldsAClass", HoldsAClass),
+        ("list[type[int]]", list[type[int]]),
+        ("dict[type[int], int]", dict[type[int], int]),
+        ("type[int | str]", type[int | str]),
+        ("type[int] | type[str]", type[int] | type[str]),
+        ("type[int] | None", type[int] | None),
+    ]
+
+
+@pytest.mark.parametrize(("label", "tp"), _classes())
+def test_a_class_as_a_value_is_refused_as_a_callable_is(label: str, tp: Any) -> None:
+    """Pydantic's schema of `type[int]` is `{}` (anything), and validation from JSON fails
+    on every answer ("Cannot check `issubclass` when validating from json"): every paid
+    pass would fail. A union none of whose choices can be written is refused too (it was
+    `{"anyOf": []}`), a `Callable`'s as well."""
+    provider = TestProvider()
+    with pytest.raises(TypeError) as raised:
+        allama.extract(provider, tp, ChatRequest("m").user("x"))
+    assert str(raised.value) == (
+        f"cannot extract `{label}`: its JSON Schema cannot be written, and a provider needs it "
+        "(Cannot generate a JsonSchema for core_schema.IsSubclassSchema (<class 'int'>)); " + TAIL
+    )
+    assert provider.requests == []
+
+
+def test_a_union_of_callables_alone_is_refused_and_a_union_with_a_value_keeps_the_value() -> None:
+    with pytest.raises(TypeError) as raised:
+        type_schema(Callable[[], int] | Callable[[], str])
+    assert str(raised.value) == (
+        "cannot extract `Callable[[], int] | Callable[[], str]`: its JSON Schema cannot be "
+        "written, and a provider needs it (Cannot generate a JsonSchema for "
+        "core_schema.CallableSchema); " + TAIL
+    )
+    # As pydantic leaves a choice it cannot write out, the value's choice is what is asked.
+    assert type_schema(int | type[int]).schema == {"type": "integer"}
+    assert type_schema(int | Callable[[], int]).schema == {"type": "integer"}
+
+
 class PageIndex(BaseModel):
     pages: dict[int, str]
     weights: dict[float, int]

@@ -781,9 +781,10 @@ def _settings_not_sent(args: argparse.Namespace, prepared: _Prepared) -> list[st
     """A note for each request setting of the command's (`--temperature` the model refuses,
     say) that no input's call sends as given: the provider's dry run of the template, as
     each input's call is it with the document added. Left out under the library's `WARN`
-    policy, the warning is each response's alone, which the command never shows. (The
-    warnings are allama's own words, the value given and the model named: no document's
-    text, nothing the provider said.)"""
+    policy, the warning is each response's alone, which the command never shows. A setting
+    with another value sent in its place (a limit lowered to the model's) is "not sent as
+    given", never "left out". (The warnings are allama's own words, the value given and the
+    model named: no document's text, nothing the provider said.)"""
     from allama.types import RequestField, WarningKind
 
     given = {
@@ -803,15 +804,20 @@ def _settings_not_sent(args: argparse.Namespace, prepared: _Prepared) -> list[st
                 continue
             shown = f"{value:g}" if isinstance(value, float) else str(value)
             reason = warning.message
-            if warning.kind is WarningKind.UNSUPPORTED:
+            said, _, last = reason.rpartition("; ")
+            if warning.kind is not WarningKind.UNSUPPORTED or (
+                said and " was sent in place of " in last
+            ):
+                # Widened, or refused with another value sent in its place (Anthropic's
+                # output limit: `...; 64000 was sent in place of 100000`): the warning says
+                # what went, which was not the value given.
+                done = "is not sent as given"
+            else:
                 done = "was left out"
                 # The note says so first; the warning's own closing clause of it
                 # (`...; 5 was left out`) would say it twice.
-                said, _, last = reason.rpartition("; ")
                 if said and last.endswith(" was left out"):
                     reason = said
-            else:
-                done = "is not sent as given"
             notes.append(f"note: {flag} {shown} {done}: {reason}")
     return list(dict.fromkeys(notes))
 
@@ -845,14 +851,26 @@ def _no_provider_given(model: str, why: str) -> str:
 
 
 def _check_type(reference: str, tp: Any) -> None:
-    """A type pydantic cannot validate is a bad argument, found before anything starts."""
+    """A type no extraction takes is a bad argument, found before anything starts (the
+    run's `.part` file, a model): one pydantic cannot validate, in pydantic's words; one
+    whose schema cannot be sent, or whose own code fails as its validator or schema is
+    built, as the library refuses it (`plan` says the same)."""
     from pydantic import PydanticUserError, TypeAdapter
+
+    from allama.schema import SchemaError
+    from allama.schema._types import type_schema
 
     try:
         TypeAdapter(tp)
     except PydanticUserError as error:
         reason = str(error).split("\n", 1)[0]
         raise _Usage(f"`{reference}` is not a type pydantic can validate: {reason}") from None
+    except Exception:  # the type's own code failed: `type_schema` names it, below
+        pass
+    try:
+        type_schema(tp)
+    except (TypeError, ValueError, SchemaError) as error:
+        raise _Usage(str(error)) from None
 
 
 def _write_row(output: IO[str], line: str) -> None:

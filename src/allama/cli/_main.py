@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 from typing import IO
 
+from allama._printable import printable
 from allama.cli._batch import EXIT_FAILED, add_batch_parser, batch_command, to_devnull
 from allama.cli._load import TypeNotFound, load_type
 from allama.cli._plan import plan_rows, render_table
@@ -216,7 +217,8 @@ def _plan(args: argparse.Namespace) -> int:
     try:
         type_schema(tp)  # a type no extraction takes is said once, as `batch run` says it
     except (TypeError, ValueError, SchemaError) as error:  # (pydantic's serializing too)
-        print(f"allama plan: {error}", file=sys.stderr)
+        # The message may quote the type's own code's error: its control characters escaped.
+        print(f"allama plan: {printable(str(error))}", file=sys.stderr)
         return EXIT_USAGE
     if args.model is not None and not args.provider:
         print(

@@ -112,6 +112,9 @@ class _StableDefaults(GenerateJsonSchema):
         self._fields: list[str | None] = []
         """The fields being written, innermost last, each named by its owner (`Owner.field`;
         `None` where its name is unknown): a refusal names the field it is in."""
+        self._failed_in: tuple[BaseException, str] | None = None
+        """An error raised while writing a field, with the innermost field it passed: a
+        failure of the caller's own code is named by its field (`generate`)."""
 
     @property
     def mode(self) -> JsonSchemaMode:
@@ -287,25 +290,18 @@ class _StableDefaults(GenerateJsonSchema):
                 self._unread_literals[id(schema)] = (schema, refusal)
         return json_schema
 
-    def model_field_schema(self, schema: core_schema.ModelField) -> JsonSchemaValue:
-        with self._in_field(self._field_names.get(id(schema))):
-            return super().model_field_schema(schema)
-
-    def dataclass_field_schema(self, schema: core_schema.DataclassField) -> JsonSchemaValue:
-        with self._in_field(schema.get("name")):
-            return super().dataclass_field_schema(schema)
-
-    def typed_dict_field_schema(self, schema: core_schema.TypedDictField) -> JsonSchemaValue:
-        with self._in_field(self._field_names.get(id(schema))):
-            return super().typed_dict_field_schema(schema)
-
     @contextlib.contextmanager
     def _in_field(self, name: str | None) -> Iterator[None]:
         """A field named `name` is written within: a refusal names it by its owner."""
         owner = self._owners[-1] if self._owners else None
-        self._fields.append(None if name is None else f"{owner}.{name}" if owner else name)
+        place = None if name is None else f"{owner}.{name}" if owner else name
+        self._fields.append(place)
         try:
             yield
+        except Exception as error:
+            if place is not None and (self._failed_in is None or self._failed_in[0] is not error):
+                self._failed_in = (error, place)  # the innermost field, met first
+            raise
         finally:
             self._fields.pop()
 
@@ -346,9 +342,19 @@ class _StableDefaults(GenerateJsonSchema):
     def generate_inner(self, schema: Any) -> JsonSchemaValue:
         """Every node as pydantic writes it; a string whose checks read it stripped of
         whitespace (`_reads_stripped`) is marked after the constraints beside it are merged
-        in (`Field(min_length=...)` after an `AfterValidator` is)."""
+        in (`Field(min_length=...)` after an `AfterValidator` is). A field is written within
+        its name (`_in_field`), its `json_schema_extra` too, which pydantic applies here."""
+        kind = schema.get("type") if isinstance(schema, dict) else None
+        name = (
+            schema.get("name")
+            if kind == "dataclass-field"
+            else self._field_names.get(id(schema))
+            if kind in ("model-field", "typed-dict-field")
+            else None
+        )
         try:
-            json_schema = super().generate_inner(schema)
+            with self._in_field(name) if kind in _FIELDS else contextlib.nullcontext():
+                json_schema = super().generate_inner(schema)
         except PydanticOmit:
             self._note_skipped(schema)
             raise
@@ -500,12 +506,27 @@ class _StableDefaults(GenerateJsonSchema):
         (`_NothingShown`), as is an enum an answer reaches none of whose values validation
         reads back (`enum_schema`), a `Literal` an answer reaches with a value validation
         does not read back (`literal_schema`), and a required field left out that an answer
-        must hold (`_shown_skipped`)."""
+        must hold (`_shown_skipped`). An error the caller's own code raises as the schema is
+        written (a `json_schema_extra` callable, a `__get_pydantic_json_schema__`) is a
+        `_CodeFailed` naming it and the field it was in, not a traceback out of pydantic."""
         self._root, self._tagged_refs = schema, None
         try:
             json_schema = super().generate(schema, mode)
         except PydanticOmit:
             raise _NothingShown() from None
+        except (PydanticUserError, RecursionError, *_REFUSALS):
+            raise  # said by `type_schema` and `_build`
+        except Exception as error:
+            if isinstance(error, KeyError) and _points_nowhere(error):
+                raise  # pydantic's own, said by `type_schema`
+            failed = self._failed_in
+            doing = (
+                f"writing the JSON Schema of its field `{failed[1]}`"
+                if failed is not None and failed[0] is error
+                else "writing its JSON Schema"
+            )
+            hooks = "a `json_schema_extra` or a `__get_pydantic_json_schema__`"
+            raise _CodeFailed(doing, error, hooks) from error
         if self._unread_enums:
             unread = self._first_reached(schema, self._unread_enums)
             if unread is not None:
@@ -535,7 +556,23 @@ class _StableDefaults(GenerateJsonSchema):
             tagged = self._tagged_refs.get(ref)
             if tagged is not None:
                 return self.tagged_union_schema(tagged)
-        return super().union_schema(schema)
+        json_schema = super().union_schema(schema)
+        if json_schema.get("anyOf") == []:
+            # Pydantic skips a choice whose schema cannot be written (`Callable`,
+            # `type[...]`), and none was left: no answer would validate. The first such
+            # choice is refused as it would be alone.
+            for choice in core_schema.iter_union_choices(schema):
+                with contextlib.suppress(PydanticOmit):
+                    self.generate_inner(choice)
+        return json_schema
+
+    def is_subclass_schema(self, schema: core_schema.IsSubclassSchema) -> JsonSchemaValue:
+        """A class (`type[int]`) cannot be written, as a `Callable` cannot: pydantic's
+        schema (`{}`) lets any answer by, and validation from JSON refuses every one
+        ("Cannot check `issubclass` when validating from json")."""
+        return self.handle_invalid_for_json_schema(
+            schema, f"core_schema.IsSubclassSchema ({schema['cls']})"
+        )
 
     def tagged_union_schema(self, schema: core_schema.TaggedUnionSchema) -> JsonSchemaValue:
         """A tagged union, marked with the property that holds its tag (`_TAG_MARK`):
@@ -934,6 +971,8 @@ _INLINE_FLAGS = (
 )
 """The flags of a compiled pattern that change what it matches, as Python writes them inline
 (`re.UNICODE` is a text pattern's own; `re.DEBUG` matches as without it)."""
+_FIELDS = frozenset({"model-field", "dataclass-field", "typed-dict-field"})
+"""The core schemas of a field of a model, a dataclass or a TypedDict."""
 _SEE_THROUGH = frozenset({"nullable", "default", "function-after", "custom-error"})
 _READ_BY_CODE = frozenset({"function-before", "function-wrap"})
 _NOT_READ = frozenset({"serialization", "metadata", "computed_fields", "default", "config"})
@@ -1055,6 +1094,31 @@ class _SkippedRequired(TypeError):
             "`SkipJsonSchema`), so no answer would validate; give it a default, or let the "
             "schema show it"
         )
+
+
+class _CodeFailed(TypeError):
+    """An error raised as a type's validator or JSON Schema was built: the caller's own
+    code run there (a `json_schema_extra` callable, a `__get_pydantic_json_schema__`, a
+    `__get_pydantic_core_schema__`) failed. Its message is the caller's code's, not a
+    model's, so it is shown: its first line, cut short (`_REASON_SHOWN`)."""
+
+    def __init__(self, doing: str, error: Exception, hooks: str) -> None:
+        reason = " ".join(str(error).split("\n", 1)[0].split())
+        if len(reason) > _REASON_SHOWN:
+            reason = f"{reason[: _REASON_SHOWN - 3]}... ({len(reason):,} characters)"
+        raised = f"{type(error).__name__}: {reason}" if reason else type(error).__name__
+        super().__init__(
+            f"{doing} raised {raised} (code of the type's own runs there, such as {hooks})"
+        )
+
+
+_REASON_SHOWN = 200
+"""The most of an error's message a refusal quotes (a `repr` of a large value may run on)."""
+
+
+def _points_nowhere(error: KeyError) -> bool:
+    """Whether `error` is pydantic's, failing to resolve a `$ref` that points nowhere."""
+    return bool(error.args) and str(error.args[0]).startswith("#")
 
 
 class _NothingShown(TypeError):
@@ -1308,10 +1372,18 @@ def _holds_a_set(value: Any) -> bool:
 
 
 def _build(tp: Any) -> TypeSchema:
-    adapter: TypeAdapter[Any] = TypeAdapter(tp)
+    try:
+        adapter: TypeAdapter[Any] = TypeAdapter(tp)
+    except (PydanticUserError, RecursionError):
+        raise  # said by `type_schema`
+    except Exception as error:  # the caller's own code (`__get_pydantic_core_schema__`)
+        failed = _CodeFailed("building its validator", error, "a `__get_pydantic_core_schema__`")
+        raise TypeError(f"cannot extract `{type_label(tp)}`: {failed}") from error
     try:
         schema = adapter.json_schema(mode="validation", schema_generator=_StableDefaults)
-    except (_KeysUnread, _EnumUnread, _LiteralUnread, _SkippedRequired, _NothingShown) as refused:
+    except _CodeFailed as failed:
+        raise TypeError(f"cannot extract `{type_label(tp)}`: {failed}") from failed.__cause__
+    except _REFUSALS as refused:
         raise TypeError(f"cannot extract `{type_label(tp)}`: {refused}") from None
     unread = _read_by_path(adapter.core_schema)
     if unread:
@@ -1538,6 +1610,10 @@ def _mixin(cls: type[enum.Enum]) -> str | None:
     return None
 
 
+_REFUSALS = (_KeysUnread, _EnumUnread, _LiteralUnread, _SkippedRequired, _NothingShown)
+"""Why a type's schema, as written, is refused: each said as `cannot extract ...: <it>`."""
+
+
 @lru_cache(maxsize=_CACHED_TYPES)
 def _cached(tp: Any, spelling: str | None) -> TypeSchema:
     built = _build(tp)
@@ -1584,7 +1660,9 @@ def type_schema(tp: Any) -> TypeSchema:
     """The schema of `tp` as pydantic writes it for validation (`$defs` for nested models).
 
     Cached per type: building a validator is the expensive part of a first extraction. A
-    type nested too deep for pydantic (or Python) to walk is a `SchemaError` naming it.
+    type nested too deep for pydantic (or Python) to walk is a `SchemaError` naming it; one
+    no extraction takes is a `TypeError` saying why, an error its own code raised as its
+    validator or schema was built too (named, and kept as the cause).
     """
     try:
         try:
@@ -1607,7 +1685,7 @@ def type_schema(tp: Any) -> TypeSchema:
     except KeyError as error:
         # Pydantic resolves `$ref`s it finds anywhere in what it writes, a default's or
         # `json_schema_extra`'s keys included, and fails on one that points nowhere.
-        if not (error.args and str(error.args[0]).startswith("#")):
+        if not _points_nowhere(error):
             raise
         raise TypeError(
             f"cannot extract `{type_label(tp)}`: pydantic failed to write its JSON Schema "
