@@ -5,7 +5,10 @@ is in flight until an answer has a known cost)."""
 from __future__ import annotations
 
 import asyncio
+import sys
+import threading
 from collections.abc import Iterator
+from decimal import Decimal
 from typing import Any
 
 import genai_prices
@@ -14,7 +17,9 @@ from pydantic import BaseModel
 
 import allama
 from _batch_server import BatchServer
+from _replay_server import ReplayServer, ReplyHandler
 from allama import ChatRequest
+from allama.wrappers import FailoverProvider
 
 PRICES = genai_prices.__version__
 
@@ -178,3 +183,100 @@ def test_the_async_twin_holds_one_request_until_the_first_is_priced(
     results = asyncio.run(main())
     assert sum(unpriced.sent.values()) == 1
     assert [r.index for r in results if r.failure is None] == [0]
+
+
+@pytest.fixture
+def no_prices(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A core install: `import genai_prices` fails (`pip install 'allama[prices]'`)."""
+    monkeypatch.setitem(sys.modules, "genai_prices", None)
+
+
+NO_PRICES = (
+    "no price for openai's answers without the genai-prices package: pip install 'allama[prices]'"
+)
+
+
+@pytest.mark.usefixtures("no_prices")
+def test_a_budget_without_genai_prices_is_refused_before_anything_is_sent(
+    slow: BatchServer,
+) -> None:
+    """Without genai-prices no answer of OpenAI's has a cost: the run sent one input, paid
+    for it at an unknown cost and stopped, the rest never started, run after run."""
+    with pytest.raises(ValueError) as refused:
+        allama.batch(
+            provider_for(slow), Row, docs(3), request=ChatRequest("gpt-4o-mini"), max_cost="1.00"
+        )
+    assert str(refused.value) == f"max_cost cannot be kept with provider openai: {NO_PRICES}"
+
+    async def main() -> None:
+        allama.abatch(
+            provider_for(slow), Row, docs(3), request=ChatRequest("gpt-4o-mini"), max_cost=1
+        )
+
+    with pytest.raises(ValueError) as refused:
+        asyncio.run(main())
+    assert str(refused.value) == f"max_cost cannot be kept with provider openai: {NO_PRICES}"
+    # A failover with one provider whose answers have no cost: those answers would stop it.
+    either = FailoverProvider(
+        [allama.provider("openrouter", api_key="sk-or-test", base_url=slow.url), provider_for(slow)]
+    )
+    with pytest.raises(ValueError) as refused:
+        allama.batch(either, Row, docs(3), request=ChatRequest("gpt-4o-mini"), max_cost=1)
+    assert str(refused.value) == (
+        f"max_cost cannot be kept with provider failover(openrouter, openai): {NO_PRICES}"
+    )
+    assert sum(slow.sent.values()) == 0
+    # Without a budget it runs, the cost said to be unknown.
+    run: allama.BatchRun[Row] = allama.batch(
+        provider_for(slow), Row, docs(2), request=ChatRequest("gpt-4o-mini")
+    )
+    assert [r.failure for r in run] == [None, None]
+    assert run.summary.cost_missing == "install allama[prices] for costs"
+
+
+class _Routed(ReplyHandler):
+    """Answers as OpenRouter does, with what the call cost (`usage.cost`, its parts)."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        choice = {
+            "index": 0,
+            "message": {"role": "assistant", "content": '{"n": 1}'},
+            "finish_reason": "stop",
+        }
+        usage = {
+            "prompt_tokens": 43,
+            "completion_tokens": 36,
+            "total_tokens": 79,
+            "cost": 0.000669,
+            "is_byok": False,
+            "cost_details": {
+                "upstream_inference_cost": None,
+                "upstream_inference_prompt_cost": 0.000129,
+                "upstream_inference_completions_cost": 0.00054,
+            },
+        }
+        body = {"id": "gen-1", "model": "openai/gpt-4o-mini", "choices": [choice], "usage": usage}
+        self.send_json(200, body)
+
+
+@pytest.mark.usefixtures("no_prices")
+def test_a_budget_with_openrouter_runs_without_genai_prices() -> None:
+    """OpenRouter's answers say what they cost, which is read without genai-prices."""
+    server = ReplayServer(("127.0.0.1", 0), _Routed)
+    server.seen, server.lock = [], threading.Lock()
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    try:
+        host, port = server.server_address[:2]
+        provider = allama.provider(
+            "openrouter", api_key="sk-or-test", base_url=f"http://{host!s}:{port}/v1"
+        )
+        run: allama.BatchRun[Row] = allama.batch(
+            provider, Row, docs(3), request=ChatRequest("openai/gpt-4o-mini"), max_cost="1.00"
+        )
+        assert [r.value for r in run] == [Row(n=1)] * 3
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert run.summary.stopped is None and run.summary.cost_unknown == 0
+    assert run.summary.cost == Decimal("0.002007")

@@ -4000,6 +4000,27 @@ def test_a_budget_is_refused_with_a_local_model_before_it_starts(
     assert sum(server.sent.values()) == 0 and not (tmp_path / "o.jsonl").exists()
 
 
+def test_a_budget_is_refused_without_genai_prices_before_anything_is_sent(
+    server: BatchServer,
+    row_type: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without genai-prices (a core install) no answer of OpenAI's has a price: the run
+    sent one document, paid for it and stopped (exit 3), the rest never started."""
+    monkeypatch.setitem(sys.modules, "genai_prices", None)  # `import genai_prices` fails
+    docs = folder(tmp_path, [1, 2, 3])
+    command = ["batch", "run", str(docs), "--type", row_type, "--out", str(tmp_path / "o.jsonl")]
+    command += ["--provider", "openai", "--base-url", server.url, "--model", "gpt-4o-mini"]
+    assert main([*command, "--max-cost", "1.00"]) == 2
+    assert capsys.readouterr().err == (
+        "allama batch run: --max-cost cannot be kept with --provider openai: no price for "
+        "openai's answers without the genai-prices package: pip install 'allama[prices]'\n"
+    )
+    assert sum(server.sent.values()) == 0 and not (tmp_path / "o.jsonl").exists()
+
+
 def test_a_local_model_that_is_no_gguf_file_says_what_it_is(
     row_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -406,6 +406,66 @@ def test_allama_plan_for_local_does_not_claim_a_forced_tool_exact(
     ]
 
 
+NOT_INSTALLED = (
+    "the local engine needs the llama.cpp server from xllamacpp, which is not installed (the "
+    "call fails before sending): pip install 'allama[local]'"
+)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_plan_without_the_engine_installed_says_so(
+    stream: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without the `local` extra the call fails before sending (`EngineNotInstalledError`):
+    the plan says so in its notes, in the error's words, rather than plan an exact call."""
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    monkeypatch.setitem(sys.modules, "xllamacpp", None)  # `import xllamacpp` fails
+    local = allama.provider("local", model=model)
+    assert isinstance(local, LlamaCppProvider) and local.engine is not None
+    request = ChatRequest("m").user("City: Paris")
+    native = Extractor().plan(
+        local, City, request.with_option(ExtractionMode.NATIVE), stream=stream
+    )
+    assert (native.mode, native.enforcement, native.degradations) == (
+        ExtractionMode.NATIVE,
+        SchemaEnforcement.EXACT,
+        (),
+    )
+    assert [(w.kind, w.message, w.provider) for w in native.notes] == [
+        (WarningKind.UNSUPPORTED, NOT_INSTALLED, "local")
+    ]
+    assert native.request_warnings == ()
+    forced = Extractor().plan(
+        local, City, request.with_option(ExtractionMode.FORCED_TOOL), stream=stream
+    )
+    assert [w.message for w in forced.degradations] == [NOT_KNOWN]
+    assert [w.message for w in forced.notes] == [NOT_INSTALLED]
+    assert not local.engine.running
+    with pytest.raises(EngineNotInstalledError):  # as the call does
+        local.chat(request)
+
+
+def test_allama_plan_for_local_without_the_engine_installed_says_so(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ALLAMA_LOCAL_MODEL", "model.gguf")  # never loaded by a plan
+    invoice = f"{Path(__file__).resolve().parent.parent / 'examples' / 'invoice.py'}:Invoice"
+    assert main(["plan", invoice, "--json", "--provider", "local"]) == 0
+    installed = json.loads(capsys.readouterr().out)["plans"]
+    monkeypatch.setitem(sys.modules, "xllamacpp", None)
+    assert main(["plan", invoice, "--json", "--provider", "local"]) == 0
+    missing = json.loads(capsys.readouterr().out)["plans"]
+    # The same plan, with the note after the plan's own (and before what it covers).
+    native, forced = installed
+    assert native["notes"] and native["notes"][-1] != NOT_INSTALLED
+    assert forced["notes"][-1] == "capability table only: the schema is checked when sent"
+    assert missing == [
+        {**native, "notes": [*native["notes"], NOT_INSTALLED]},
+        {**forced, "notes": [*forced["notes"][:-1], NOT_INSTALLED, forced["notes"][-1]]},
+    ]
+
+
 # 3. Engine failures
 
 

@@ -5,6 +5,7 @@ stays an `AuthenticationError`."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import httpx2
@@ -134,3 +135,46 @@ def test_a_token_refreshed_while_the_call_was_out_is_redacted_from_its_error() -
         vertex.chat(ChatRequest("gemini-2.5-flash").user("x"))
     assert str(caught.value) == "token <redacted> expired"
     assert "first-token" not in caught.value.to_json()
+
+
+def _unauthenticated(sent: list[str]) -> Any:
+    """vertex-gemini without a token or credentials: Application Default Credentials."""
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        sent.append(str(request.url))
+        return httpx2.Response(200, json=ANSWER)
+
+    client = httpx2.Client(transport=httpx2.MockTransport(handler))
+    return allama.provider(
+        "vertex-gemini", project="p", location="us-central1", transport=Transport(client=client)
+    )
+
+
+def test_google_auth_without_its_requests_transport_is_named_as_what_is_missing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """google-auth installed without its `requests` extra: the transport is what is
+    missing, not google-auth (whose install would change nothing)."""
+    monkeypatch.delitem(sys.modules, "google.auth.transport.requests", raising=False)
+    monkeypatch.setitem(sys.modules, "requests", None)  # `import requests` fails
+    sent: list[str] = []
+    with pytest.raises(AuthenticationError) as caught:
+        _unauthenticated(sent).chat(ChatRequest("gemini-2.5-flash").user("x"))
+    assert caught.value.message == (
+        "vertex-gemini needs access_token=, or google-auth's requests transport for "
+        "Application Default Credentials (google-auth is installed without it): pip install "
+        "'google-auth[requests]' (or 'allama[google]')"
+    )
+    assert not caught.value.retryable and sent == []
+
+
+def test_no_google_auth_is_named_as_what_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "google.auth", None)  # `import google.auth` fails
+    sent: list[str] = []
+    with pytest.raises(AuthenticationError) as caught:
+        _unauthenticated(sent).chat(ChatRequest("gemini-2.5-flash").user("x"))
+    assert caught.value.message == (
+        "vertex-gemini needs access_token=, or the google-auth package for Application "
+        "Default Credentials: pip install 'allama[google]'"
+    )
+    assert not caught.value.retryable and sent == []

@@ -65,6 +65,11 @@ PASSED_BEFORE_SENDING = "passed_before_sending"
 sending and a wrapper goes on past it (a failover with `failover_on_unsupported`): the
 plan is then of another provider, and says so in its notes."""
 
+NOT_INSTALLED = "not_installed"
+"""The code of a dry run's warning that what the provider runs the call with is not
+installed (`local`'s llama.cpp engine, xllamacpp): the call fails before sending, and the
+plan says so in its notes."""
+
 
 def capabilities_only() -> ChatValidation:
     """The validation of a provider that can only consult its capability table."""

@@ -63,7 +63,15 @@ from pydantic_core import PydanticSerializationError, to_json
 from typing_extensions import TypeForm
 
 from allama import _tracing
-from allama._prices import LOCAL_PRESETS, MONEY, OWN_ENDPOINTS, Cost, cost_of, dollars
+from allama._prices import (
+    LOCAL_PRESETS,
+    MONEY,
+    OWN_ENDPOINTS,
+    Cost,
+    _genai_prices,
+    cost_of,
+    dollars,
+)
 from allama._printable import printable, printable_label, storable
 from allama._tokens import CHARS_PER_TOKEN, guessed_input_tokens
 from allama.batch import _ledger
@@ -1261,15 +1269,31 @@ budget's)."""
 def unpriced_provider(provider: ChatProvider) -> str | None:
     """Why no answer of `provider` can have a cost, whatever its model (a model run
     locally, `LOCAL_PRESETS`; an endpoint of the caller's own, `OWN_ENDPOINTS`, whose model
-    names say nothing of its prices); `None` where one may. A budget is refused for such a
-    provider before anything is sent: each answer would cost an unknown amount. Elsewhere a
-    model genai-prices does not know is no such proof (the answer may name a priced model,
+    names say nothing of its prices; without genai-prices, one whose answers do not say
+    their own cost, `_COSTED_BY_ITSELF`); `None` where one may. A budget is refused for such
+    a provider before anything is sent: each answer would cost an unknown amount. Elsewhere
+    a model genai-prices does not know is no such proof (the answer may name a priced model,
     an Azure deployment's, or say its own cost): there the run finds out at its first
     answer, one input of that model in flight until then (`_Runner.priced_first`)."""
-    if provider.name not in LOCAL_PRESETS and provider.name not in OWN_ENDPOINTS:
+    if provider.name in LOCAL_PRESETS or provider.name in OWN_ENDPOINTS:
+        reason = cost_of(provider.name, None, None)
+        return reason if isinstance(reason, str) else None
+    # Each provider a failover may answer from: one of them unpriced is an answer whose
+    # cost is unknown, which the run would stop at after paying for it.
+    names = [str(getattr(leaf, "name", "")) for leaf in _leaves(provider)]
+    unpriced = next((name for name in names if name not in _COSTED_BY_ITSELF), None)
+    if unpriced is None or _genai_prices() is not None:
         return None
-    reason = cost_of(provider.name, None, None)
-    return reason if isinstance(reason, str) else None
+    return f"no price for {unpriced}'s answers without the genai-prices package: {_PRICES_INSTALL}"
+
+
+_COSTED_BY_ITSELF = frozenset({"openrouter"})
+"""The presets whose answers say what they cost in full (OpenRouter's `usage.cost` with its
+`cost_details`), which is read without genai-prices (`allama._prices._reported`); xAI's
+total is checked against genai-prices' prices before it is taken, so it needs them."""
+
+_PRICES_INSTALL = "pip install 'allama[prices]'"
+"""How genai-prices is installed, as a refused budget says it."""
 
 
 def _check_provider_batch(

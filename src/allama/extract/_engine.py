@@ -43,7 +43,7 @@ from allama.extract._mode import ExtractionMode, SchemaEnforcement
 from allama.extract._parse import Checked, Rejection, ask_again, parse_value
 from allama.extract._root import object_rooted
 from allama.extract._target import Target, requested_mode
-from allama.provider import PASSED_BEFORE_SENDING, ChatProvider
+from allama.provider import NOT_INSTALLED, PASSED_BEFORE_SENDING, ChatProvider
 from allama.stream import StreamCollector, with_paid
 from allama.types import (
     CapabilitySupport,
@@ -117,7 +117,8 @@ class ExtractionPlan:
     notes: tuple[Warning, ...] = ()
     """What the record's `notes` would say: the warnings on the other field the mode relies
     on, which leave the enforcement alone (a tool offered where it cannot be forced). Then
-    the plan's own: a provider a failover would move on from (see above)."""
+    the plan's own: a provider a failover would move on from (see above), or what the call
+    needs that is not installed (`local`'s engine: the call fails before sending)."""
     request_warnings: tuple[Warning, ...] = ()
     """The dry run's warnings on the request's other fields, as the call's response would
     carry them (`response.warnings`): what the call would drop or change of the caller's
@@ -353,10 +354,11 @@ def plan(
             continue
         counted: list[Warning] = []
         noted: list[Warning] = []
-        # A provider a wrapper went past (a failover's, before sending): a note, never a
-        # degradation of the provider the plan is of.
-        passed = [each for each in validation.warnings if each.code == PASSED_BEFORE_SENDING]
-        own = [each for each in validation.warnings if each.code != PASSED_BEFORE_SENDING]
+        # A provider a wrapper went past (a failover's, before sending), or what the call
+        # needs that is not installed: a note, never a degradation of the provider the plan
+        # is of.
+        passed = [each for each in validation.warnings if each.code in _PLAN_NOTES]
+        own = [each for each in validation.warnings if each.code not in _PLAN_NOTES]
         file_warnings(metadata.mode, own, target.reword, counted, noted)
         noted += passed
         others = _other_warnings(metadata.mode, own)
@@ -371,6 +373,10 @@ def plan(
             notes=tuple(noted),
             request_warnings=others,
         )
+
+
+_PLAN_NOTES = frozenset({PASSED_BEFORE_SENDING, NOT_INSTALLED})
+"""The codes of a dry run's warnings a plan notes, about the call rather than its fields."""
 
 
 def _other_warnings(mode: ExtractionMode, warnings: Sequence[Warning]) -> tuple[Warning, ...]:

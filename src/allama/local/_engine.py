@@ -12,6 +12,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import gc
+import importlib.util
 import os
 import socket
 import threading
@@ -29,6 +30,7 @@ from allama.local._models import resolve_model
 __all__ = ["EngineNotInstalledError", "EngineStartError", "LocalEngine"]
 
 _INSTALL = "pip install 'allama[local]'"
+_NEEDS = "the local engine needs the llama.cpp server from xllamacpp"
 
 
 class EngineNotInstalledError(ImportError, NotFoundError):
@@ -92,10 +94,21 @@ def _load_xllamacpp() -> Any:
     try:
         import xllamacpp  # type: ignore[import-untyped,import-not-found,unused-ignore]
     except ImportError as error:
-        raise EngineNotInstalledError(
-            f"the local engine needs the llama.cpp server from xllamacpp: {_INSTALL}"
-        ) from error
+        raise EngineNotInstalledError(f"{_NEEDS}: {_INSTALL}") from error
     return xllamacpp
+
+
+def engine_missing() -> str | None:
+    """What a dry run says where xllamacpp is not installed, the call's
+    `EngineNotInstalledError` before it (`None` where it is): found without importing it,
+    so that a plan loads no engine."""
+    try:
+        found = importlib.util.find_spec("xllamacpp") is not None
+    except ValueError:  # imported some other way, with no spec: there all the same
+        found = True
+    if found:
+        return None
+    return f"{_NEEDS}, which is not installed (the call fails before sending): {_INSTALL}"
 
 
 def _hang_up(address: str) -> None:

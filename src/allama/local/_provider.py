@@ -54,7 +54,8 @@ from allama.adapters.openai_compat._adapter import ChatCompletionsAdapter
 from allama.adapters.openai_compat._capabilities import ModelFamily
 from allama.adapters.openai_compat._sse import ChatStreamDecoder, SseEvent
 from allama.errors import Error, InvalidRequestError, NetworkError, ServerError, UnsupportedError
-from allama.local._engine import LocalEngine, template_capabilities
+from allama.local._engine import LocalEngine, engine_missing, template_capabilities
+from allama.provider import NOT_INSTALLED
 from allama.providers._http import HttpOptions, HttpProvider
 from allama.providers._presets import Preset
 from allama.stream import AsyncChatStream, ChatStream
@@ -65,6 +66,7 @@ from allama.types import (
     ChatRequest,
     ChatResponse,
     ChatValidation,
+    FieldSubject,
     Finish,
     FinishReason,
     ProviderDataEvent,
@@ -77,6 +79,7 @@ from allama.types import (
     UserMessage,
     ValidationCoverage,
     Warning,
+    WarningKind,
 )
 
 if TYPE_CHECKING:
@@ -378,13 +381,25 @@ class LlamaCppProvider(HttpProvider):
     ) -> ChatValidation:
         """The dry run of the encoding; before `local`'s engine runs, one of tools or images
         covers the capability table alone: the call encodes them by the engine's answers,
-        which a dry run does not start it to get."""
+        which a dry run does not start it to get. Without the engine installed it warns
+        (`NOT_INSTALLED`): the call would fail as it starts it."""
         if not isinstance(request, ChatRequest):
             raise not_a_request(request)
         cold = self._engine is not None and not self._engine.running
         if self._reads_properties(request, again=False):
             self._read_properties()
         validation = super().validate_chat_request(request, stream=stream)
+        missing = engine_missing() if cold else None
+        if missing is not None:
+            validation = validation.with_warning(
+                Warning(
+                    kind=WarningKind.UNSUPPORTED,
+                    subject=FieldSubject(field=RequestField.MODEL),
+                    message=missing,
+                    code=NOT_INSTALLED,
+                    provider=self.name,
+                )
+            )
         if cold and _asks_the_engine(request):
             return validation.model_copy(update={"coverage": ValidationCoverage.CAPABILITIES})
         return validation

@@ -60,11 +60,20 @@ class RefreshingToken:
                 return token
             try:
                 from google.auth import default, exceptions
-                from google.auth.transport.requests import Request
             except ImportError as missing:
                 raise self._failure(
                     "needs access_token=, or the google-auth package for Application Default "
                     "Credentials: pip install 'allama[google]'"
+                ) from missing
+            try:
+                from google.auth.transport.requests import Request
+            except ImportError as missing:
+                # google-auth installed alone: its transport needs `requests`, an extra of its
+                # own, so naming google-auth would send the caller to what is there.
+                raise self._failure(
+                    "needs access_token=, or google-auth's requests transport for Application "
+                    "Default Credentials (google-auth is installed without it): pip install "
+                    "'google-auth[requests]' (or 'allama[google]')"
                 ) from missing
             try:
                 if self._credentials is None:
