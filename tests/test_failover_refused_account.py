@@ -16,9 +16,10 @@ from allama.errors import (
     OverloadedError,
     PermissionDeniedError,
     QuotaExceededError,
+    RateLimitedError,
     errors_in_chain,
 )
-from allama.mock import MockProvider
+from allama.mock import ChatResponseBuilder, FunctionProvider, MockProvider
 
 REQUEST = allama.ChatRequest("m").user("hi")
 
@@ -239,3 +240,125 @@ def test_a_whole_number_of_seconds_is_kept_as_a_float() -> None:
         FailoverProvider([MockProvider(["a"])], refused_account_wait=30).refused_account_wait
         == 30.0
     )
+
+
+def test_a_failover_within_that_passed_a_provider_over_is_waited_for_no_longer_than_it() -> None:
+    """Its error is its last provider's refused key alone: the first, passed over for a 429's
+    5 s, serves once they have passed (the failover within keeps its own waits)."""
+    clock = Clock()
+    first = MockProvider([RateLimitedError("busy").with_retry_after(5.0), "from a"], name="a")
+    second = MockProvider(["b1", AuthenticationError("key revoked")], name="b")
+    inner = FailoverProvider([first, second], clock=clock, name="inner")
+    outer = FailoverProvider([inner, MockProvider(["c1", "c2"], name="c")], clock=clock)
+
+    assert outer.chat(REQUEST).text() == "b1"  # a: 429, waits 5 s
+    clock.now += 1.0
+    assert outer.chat(REQUEST).text() == "c1"  # a passed over, b: key refused
+    clock.now += 1.0
+    passed = outer.chat(REQUEST)
+    assert (passed.text(), passed.provider_data["allama"]["failover"]) == (
+        "c2",
+        {"attempts": 1, "providers": ["c"], "skipped": [_skipped("inner", "authentication", 3.0)]},
+    )
+    clock.now += 8.0
+    served = outer.chat(REQUEST)
+    assert (served.text(), served.provider_data["allama"]["failover"]) == (
+        "from a",
+        {"attempts": 1, "providers": ["a"], "skipped": [_skipped("b", "authentication", 51.0)]},
+    )
+    assert (len(first.requests), len(second.requests)) == (2, 2)
+
+
+def test_a_failover_within_whose_keys_were_refused_in_turn_is_passed_over_until_the_first() -> None:
+    """Its first key refused, then its second: it is passed over until the first one's wait
+    ends (not 60 s from the second's refusal), and sent nothing meanwhile."""
+    clock = Clock()
+    first = MockProvider([AuthenticationError("key a revoked")], name="a")
+    second = MockProvider(["b1", AuthenticationError("key b revoked")], name="b")
+    inner = FailoverProvider([first, second], clock=clock, name="inner")
+    outer = FailoverProvider([inner, MockProvider(["c1", "c2"], name="c")], clock=clock)
+
+    assert outer.chat(REQUEST).text() == "b1"
+    clock.now += 1.0
+    assert outer.chat(REQUEST).text() == "c1"
+    clock.now += 1.0
+    assert outer.chat(REQUEST).provider_data["allama"]["failover"] == {
+        "attempts": 1,
+        "providers": ["c"],
+        "skipped": [_skipped("inner", "authentication", 58.0)],
+    }
+    assert (len(first.requests), len(second.requests)) == (1, 2)
+
+
+GEMINI_PRO_QUOTA = (
+    "Quota exceeded for metric: generativelanguage.googleapis.com/"
+    "generate_content_free_tier_requests, limit: 0, model: gemini-2.5-pro"
+)
+
+
+def _gemini(refusal: allama.Error) -> tuple[FunctionProvider, list[str]]:
+    """A provider that refuses `gemini-2.5-pro` with `refusal` and answers other models."""
+    asked: list[str] = []
+
+    def answer(request: allama.ChatRequest) -> allama.ChatResponse:
+        asked.append(request.model)
+        if request.model == "gemini-2.5-pro":
+            raise refusal
+        return ChatResponseBuilder().text(f"gemini: {request.model}").build()
+
+    return FunctionProvider(answer, name="gemini"), asked
+
+
+@pytest.mark.parametrize("sync", [True, False], ids=["sync", "async"])
+def test_a_spent_quota_passes_its_provider_over_for_that_model_alone(sync: bool) -> None:
+    clock = Clock()
+    gemini, asked = _gemini(QuotaExceededError(GEMINI_PRO_QUOTA))
+    both = FailoverProvider([gemini, MockProvider(["b1", "b2"], name="backup")], clock=clock)
+    pro = allama.ChatRequest("gemini-2.5-pro").user("hi")
+    flash = allama.ChatRequest("gemini-2.5-flash").user("hi")
+
+    async def asked_in_turn(request: allama.ChatRequest) -> allama.ChatResponse:
+        return await both.achat(request)
+
+    answers = []
+    for request in [pro, flash, pro]:
+        answers.append(both.chat(request) if sync else asyncio.run(asked_in_turn(request)))
+        clock.now += 1.0
+    assert [(answer.text(), answer.provider_data) for answer in answers] == [
+        ("b1", {"allama": {"failover": {"attempts": 2, "providers": ["gemini", "backup"]}}}),
+        # The flash model's quota is not pro's: it is sent there, and served.
+        ("gemini: gemini-2.5-flash", {}),
+        # Served for flash, the provider still waits out pro's quota.
+        (
+            "b2",
+            {
+                "allama": {
+                    "failover": {
+                        "attempts": 1,
+                        "providers": ["backup"],
+                        "skipped": [_skipped("gemini", "quota_exceeded", 58.0)],
+                    }
+                }
+            },
+        ),
+    ]
+    assert asked == ["gemini-2.5-pro", "gemini-2.5-flash"]
+
+
+def test_a_refused_key_passes_its_provider_over_for_every_model() -> None:
+    """A key is the account's: another model's calls meet it too."""
+    clock = Clock()
+    gemini, asked = _gemini(AuthenticationError("API key not valid"))
+    both = FailoverProvider([gemini, MockProvider(["b1", "b2"], name="backup")], clock=clock)
+    both.chat(allama.ChatRequest("gemini-2.5-pro").user("hi"))
+    clock.now += 1.0
+    flash = both.chat(allama.ChatRequest("gemini-2.5-flash").user("hi"))
+    assert (flash.text(), flash.provider_data["allama"]["failover"]) == (
+        "b2",
+        {
+            "attempts": 1,
+            "providers": ["backup"],
+            "skipped": [_skipped("gemini", "authentication", 59.0)],
+        },
+    )
+    assert asked == ["gemini-2.5-pro"]

@@ -87,7 +87,9 @@ tier's, like a quota, and another provider's may be higher."""
 _REFUSED_ACCOUNTS = (AuthenticationError, QuotaExceededError)
 """Refusals of the provider's key or account that meet every request to it, though asking
 no wait (`FailoverProvider`'s `refused_account_wait`): not `PermissionDeniedError`, which
-may be about one model the account lacks while others work."""
+may be about one model the account lacks while others work. A quota's wait is kept for the
+request's model only: Gemini's lasting quotas are each model's (`...PerProjectPerModel`, a
+429 saying `limit: 0, model: ...`), and the model beside it may still serve."""
 
 R = TypeVar("R")
 
@@ -108,40 +110,59 @@ class _Waits:
     answer's rate-limit headers saying a limit is used up), or refused its key or account
     (`_REFUSED_ACCOUNTS`), may be sent to again, shared by every call of the failover from
     any thread or task: the lock is held to read or write it, never over a call. A copy
-    (pickled, deep-copied) begins with none."""
+    (pickled, deep-copied) begins with none. A wait is the provider's, for every model, or
+    one model's (a spent quota: `_refused_wait`)."""
 
     __slots__ = ("_lock", "_until")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._until: dict[int, tuple[float, float, str]] = {}
-        """By `id` of the provider: until when, since when, and why: the kind of the error
-        that asked, or `RATE_LIMIT_RESET_KEY` for an answer's used-up limit."""
+        self._until: dict[tuple[int, str | None], tuple[float, float, str]] = {}
+        """By `id` of the provider and the model waited for (`None`: every model): until
+        when, since when, and why: the kind of the error that asked, or
+        `RATE_LIMIT_RESET_KEY` for an answer's used-up limit."""
 
     def __reduce__(self) -> tuple[type[_Waits], tuple[()]]:
         return (_Waits, ())
 
-    def now_waiting(self, now: float) -> dict[int, tuple[float, str]]:
-        """The providers waiting at `now`: until when, and why (the errors' kind); those
-        whose waits passed are forgotten."""
+    def now_waiting(self, now: float, model: str) -> dict[int, tuple[float, str]]:
+        """The providers waiting at `now` for a call to `model`: until when (the later end,
+        where one waits both for every model and for this one), and why (the errors'
+        kind); those whose waits passed are forgotten."""
         with self._lock:
             for key in [key for key, (until, _, _) in self._until.items() if until <= now]:
                 del self._until[key]
-            return {key: (until, why) for key, (until, _, why) in self._until.items()}
+            waiting: dict[int, tuple[float, str]] = {}
+            for (which, only), (until, _, why) in self._until.items():
+                known = waiting.get(which)
+                if only in (None, model) and (known is None or known[0] < until):
+                    waiting[which] = (until, why)
+            return waiting
 
-    def asked(self, provider: ChatProvider, now: float, seconds: float, why: str) -> None:
+    def asked(
+        self,
+        provider: ChatProvider,
+        now: float,
+        seconds: float,
+        why: str,
+        model: str | None = None,
+    ) -> None:
+        """`provider` is to wait `seconds` from `now`: for `model` only, or every model."""
+        key = (id(provider), model)
         with self._lock:
-            known = self._until.get(id(provider))
+            known = self._until.get(key)
             if known is None or known[0] < now + seconds:
-                self._until[id(provider)] = (now + seconds, now, why)
+                self._until[key] = (now + seconds, now, why)
 
-    def served(self, provider: ChatProvider, sent: float) -> None:
-        """`provider` answered a call sent at `sent`: a wait it asked before then is over
-        (one asked since, by a call that answered later, stays)."""
+    def served(self, provider: ChatProvider, sent: float, model: str) -> None:
+        """`provider` answered a call to `model` sent at `sent`: a wait it asked before then,
+        for every model or this one, is over (one asked since, by a call that answered
+        later, stays; so does another model's)."""
         with self._lock:
-            known = self._until.get(id(provider))
-            if known is not None and known[1] <= sent:
-                del self._until[id(provider)]
+            for key in ((id(provider), None), (id(provider), model)):
+                known = self._until.get(key)
+                if known is not None and known[1] <= sent:
+                    del self._until[key]
 
 
 class _Tries:
@@ -149,6 +170,7 @@ class _Tries:
 
     __slots__ = (
         "_held",
+        "_model",
         "_owner",
         "_sent",
         "names",
@@ -159,9 +181,11 @@ class _Tries:
         "skipped",
     )
 
-    def __init__(self, owner: FailoverProvider, held: Holding) -> None:
+    def __init__(self, owner: FailoverProvider, held: Holding, model: str) -> None:
         self._owner = owner
         self._held = held
+        self._model = model
+        """The model of the call: a provider waiting for another model's quota may serve it."""
         self.previous: Error | None = None
         self.names: list[str] = []
         self.skipped: list[dict[str, JsonValue]] = []
@@ -175,11 +199,12 @@ class _Tries:
         self.order = self._ordered()
 
     def _ordered(self) -> list[ChatProvider]:
-        """The providers to try, in order: those waiting left out, as `skipped` says, but
-        where every one is waiting, the one whose wait ends first."""
+        """The providers to try, in order: those waiting (for every model, or the call's)
+        left out, as `skipped` says, but where every one is waiting, the one whose wait ends
+        first."""
         owner = self._owner
         now = owner._clock()
-        waiting = owner._waits.now_waiting(now)
+        waiting = owner._waits.now_waiting(now, self._model)
         if not waiting:
             return list(owner.providers)
         order = [each for each in owner.providers if id(each) not in waiting]
@@ -203,12 +228,12 @@ class _Tries:
         wait now, as a 429's would be; a batch run is told (`passed_on`) only where every
         provider waits, and pauses until the first of them may be sent to."""
         owner = self._owner
-        owner._waits.served(provider, self._sent)
+        owner._waits.served(provider, self._sent, self._model)
         if reset is None:
             return
         now = owner._clock()
         owner._waits.asked(provider, now, reset, RATE_LIMIT_RESET_KEY)
-        waiting = owner._waits.now_waiting(now)
+        waiting = owner._waits.now_waiting(now, self._model)
         self.noted = True
         if all(id(each) in waiting for each in owner.providers):
             left = round(min(until for until, _ in waiting.values()) - now, 3)
@@ -217,7 +242,8 @@ class _Tries:
     def after_failure(self, provider: ChatProvider, error: Error, *, last: bool) -> bool:
         """Whether to try the next provider; chains `error` onto the earlier failures, and
         keeps the wait it asks of `provider` (its `retry_after`, retryable), or, for a
-        refusal of its key or account, `refused_account_wait`, for the calls that follow.
+        refusal of its key or account, `refused_account_wait` (`_refused_wait`), for the calls
+        that follow.
         Not when the caller closed meanwhile (a batch run: `allama.wrappers._gate`), which
         reads no answer."""
         # Asked before it is chained: the earlier providers' waits are not this one's.
@@ -225,8 +251,10 @@ class _Tries:
         wait = asked_wait(error) if error.retryable else None
         if wait is not None and wait > 0:
             owner._waits.asked(provider, owner._clock(), wait, error.kind)
-        if owner.refused_account_wait > 0 and _refuses_the_account(error):
-            owner._waits.asked(provider, owner._clock(), owner.refused_account_wait, error.kind)
+        refused = _refused_wait(provider, error, self._model, owner.refused_account_wait)
+        if refused is not None:
+            seconds, model = refused
+            owner._waits.asked(provider, owner._clock(), seconds, error.kind, model)
         chain_onto(error, self.previous)
         self.previous = error
         if last or not self._owner.fails_over_on(error) or gate_closed():
@@ -263,11 +291,46 @@ class _Tries:
         return record
 
 
-def _refuses_the_account(error: Error) -> bool:
-    """Whether `error` refuses the provider's key or account, for every request: each link
-    of its chain does (a failover within, every provider of its refused; one only
-    overloaded may serve the next call)."""
-    return all(isinstance(link, _REFUSED_ACCOUNTS) for link in errors_in_chain(error))
+def _refused_wait(
+    provider: ChatProvider, error: Error, model: str, seconds: float
+) -> tuple[float, str | None] | None:
+    """How long `provider` is passed over for `error`, and for which model (`None`: every
+    model), where it refused its key or account: each link of the error's chain did (a
+    failover within, every provider of its it tried refused; one only overloaded may serve
+    the next call). A key refused is the account's, for every model; a spent quota may be
+    one model's (`_REFUSED_ACCOUNTS`). A failover within (or a wrapper of several) that
+    passed some of its providers over first is waited for no longer than the first of them
+    (it keeps its own waits, and that one may serve then), and for this model only (what
+    it passed over may be one model's wait)."""
+    chain = errors_in_chain(error)
+    if seconds <= 0 or not all(isinstance(link, _REFUSED_ACCOUNTS) for link in chain):
+        return None
+    every_model = all(isinstance(link, AuthenticationError) for link in chain)
+    if isinstance(_sole_inner(provider), Wrapper):
+        passed = _passed_over(chain)
+        if passed:
+            seconds = min(seconds, *passed)
+            every_model = False
+    if seconds <= 0:
+        return None
+    return seconds, None if every_model else model
+
+
+def _passed_over(chain: list[Error]) -> list[float]:
+    """The seconds left of each wait a failover within passed a provider over for, as the
+    records on the errors of `chain` say (`FAILOVER_METADATA_KEY`, those of the failovers
+    inside it under `INNER_RECORD`)."""
+    left: list[float] = []
+    for link in chain:
+        record = link.context.metadata.get(FAILOVER_METADATA_KEY)
+        while isinstance(record, dict):
+            skipped = record.get(_SKIPPED)
+            for entry in skipped if isinstance(skipped, list) else []:
+                seconds = entry.get("seconds_left") if isinstance(entry, dict) else None
+                if isinstance(seconds, int | float) and not isinstance(seconds, bool):
+                    left.append(float(seconds))
+            record = record.get(INNER_RECORD)
+    return left
 
 
 def _wait_checked(seconds: object) -> float:
@@ -327,8 +390,12 @@ class FailoverProvider(Wrapper):
     request, is passed over alike for `refused_account_wait` seconds (60; 0 keeps no
     wait), rather than each call paying a round trip to it again (in a batch run, one per
     input); not for a `PermissionDeniedError`, which may be about one model the account
-    lacks. The providers passed over are listed in the record, under `"skipped"`, each with
-    why (its error's kind, or `"rate_limit_reset"`) and the seconds its wait had left:
+    lacks. A spent quota is passed over for calls to the same model only (Gemini's lasting
+    quotas are each model's); a key refused, for every model. A failover within is passed
+    over alike only where each provider it tried refused so, and for no longer than the
+    first of those it passed over still waits (it keeps its own waits). The providers passed
+    over are listed in the record, under `"skipped"`, each with why (its error's kind, or
+    `"rate_limit_reset"`) and the seconds its wait had left:
     `{"provider": "openai", "why": "rate_limited", "seconds_left": 4.5}`; so is the error a
     failover raises, in its context metadata (`"allama.failover"`). `clock` (seconds,
     `time.monotonic`) times the waits.
@@ -396,18 +463,19 @@ class FailoverProvider(Wrapper):
             raise not_a_request(request)
         traced = _tracing.start_wrapper(_FAILOVER_DATA_KEY, self, request)
         if traced is None:
-            return self._trying(call, reset, None)
+            return self._trying(call, request.model, reset, None)
         with traced:
-            return self._trying(call, reset, traced)
+            return self._trying(call, request.model, reset, traced)
 
     def _trying(
         self,
         call: Callable[[ChatProvider], R],
+        model: str,
         reset: Callable[[R], float | None],
         traced: _tracing.WrapperSpan | None,
     ) -> tuple[R, _Tries]:
         with holding() as held:
-            tries = _Tries(self, held)
+            tries = _Tries(self, held, model)
             if traced is not None and tries.skipped:
                 traced.passed_over(tries.skipped)
             for index, provider in enumerate(tries.order):
@@ -437,18 +505,19 @@ class FailoverProvider(Wrapper):
             raise not_a_request(request)
         traced = _tracing.start_wrapper(_FAILOVER_DATA_KEY, self, request)
         if traced is None:
-            return await self._atrying(call, reset, None)
+            return await self._atrying(call, request.model, reset, None)
         with traced:
-            return await self._atrying(call, reset, traced)
+            return await self._atrying(call, request.model, reset, traced)
 
     async def _atrying(
         self,
         call: Callable[[ChatProvider], Awaitable[R]],
+        model: str,
         reset: Callable[[R], float | None],
         traced: _tracing.WrapperSpan | None,
     ) -> tuple[R, _Tries]:
         with holding() as held:
-            tries = _Tries(self, held)
+            tries = _Tries(self, held, model)
             if traced is not None and tries.skipped:
                 traced.passed_over(tries.skipped)
             for index, provider in enumerate(tries.order):
