@@ -57,7 +57,8 @@ AUDIO_KEY = "audio"
 the audio in the format asked, base64. Its words are under `"transcript"`, not in the
 response's text (the message's `content` is `null` beside it: `text()` gives only text the
 model wrote as text). A stream's `delta.audio` pieces are joined into the same object (their
-`transcript` and `data` strings appended, the other fields as first given). The encoder
+`transcript` strings appended, their `data` pieces, each base64 of its own, given as one
+base64 string of all their bytes, the other fields as first given). The encoder
 sends the `id` back on an assistant turn whose provider data holds it (`"audio": {"id":
 ...}`, by which OpenAI continues an audio conversation: its server keeps the audio until
 `expires_at`), to the provider of that namespace alone: `to_assistant_message()` carries it
