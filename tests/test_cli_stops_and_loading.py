@@ -297,6 +297,13 @@ TYPE_FAILURES = [
         "(code of the type's own runs there, such as a `__get_pydantic_core_schema__`)",
     ),
     (
+        "import dataclasses\nfrom typing import Annotated\n\nfrom pydantic import Field\n\n"
+        "@dataclasses.dataclass\nclass Row:\n"
+        "    code: Annotated[str, Field(pattern=r'^[A-Z]{2}\\d{3')]\n",
+        "cannot extract `Row`: pydantic failed to build the validator of its field `code` "
+        "(regex parse error: unclosed counted repetition in `^[A-Z]{2}\\d{3`)",
+    ),
+    (
         "from pydantic import BaseModel\n\nclass Row(BaseModel):\n    kind: type[int]\n",
         "cannot extract `Row`: its JSON Schema cannot be written, and a provider needs it "
         "(Cannot generate a JsonSchema for core_schema.IsSubclassSchema (<class 'int'>)); a "
@@ -315,9 +322,9 @@ def test_a_type_refused_as_its_schema_is_built_is_one_line_in_both_commands(
     source: str,
     said: str,
 ) -> None:
-    """The type's own code failing as its schema or validator is built (or a class as a
-    value, which JSON cannot carry) is said as an import that fails is: one line, exit 2,
-    and `batch run` leaves no `.part` file nor a ledger."""
+    """The type's own code failing as its schema or validator is built (or pydantic failing
+    on a constraint, or a class as a value, which JSON cannot carry) is said as an import
+    that fails is: one line, exit 2, and `batch run` leaves no `.part` file nor a ledger."""
     module = tmp_path / "failing_types.py"
     module.write_text(source)
     inputs = tmp_path / "in.jsonl"

@@ -38,7 +38,9 @@ from pydantic import (
     model_validator,
 )
 from pydantic.json_schema import SkipJsonSchema
-from typing_extensions import TypedDict
+from pydantic_core import PydanticSerializationError
+from pydantic_core import SchemaError as CoreSchemaError
+from typing_extensions import TypeAliasType, TypedDict
 
 import allama
 from _native_wire import answer, extract_through
@@ -331,6 +333,70 @@ def test_a_union_of_callables_alone_is_refused_and_a_union_with_a_value_keeps_th
     # As pydantic leaves a choice it cannot write out, the value's choice is what is asked.
     assert type_schema(int | type[int]).schema == {"type": "integer"}
     assert type_schema(int | Callable[[], int]).schema == {"type": "integer"}
+
+
+@dataclasses.dataclass
+class CodedRow:
+    code: Annotated[str, Field(pattern=r"^[A-Z]{2}\d{3")]
+
+
+@dataclasses.dataclass
+class HoldsCodedRows:
+    rows: list[CodedRow]
+
+
+class Tags(TypedDict):
+    tags: list[Annotated[str, Field(pattern="(?P<a>x)(?P<a>y)")]]
+
+
+@pytest.mark.parametrize(
+    ("tp", "cause", "message"),
+    [
+        (
+            CodedRow,
+            CoreSchemaError,
+            "cannot extract `CodedRow`: pydantic failed to build the validator of its field "
+            "`code` (regex parse error: unclosed counted repetition in `^[A-Z]{2}\\d{3`)",
+        ),
+        (
+            HoldsCodedRows,
+            CoreSchemaError,
+            "cannot extract `HoldsCodedRows`: pydantic failed to build the validator of its "
+            "field `code` (regex parse error: unclosed counted repetition in `^[A-Z]{2}\\d{3`)",
+        ),
+        (
+            Tags,
+            CoreSchemaError,
+            "cannot extract `Tags`: pydantic failed to build the validator of its field `tags` "
+            "(regex parse error: duplicate capture group name in `(?P<a>x)(?P<a>y)`)",
+        ),
+        (
+            Annotated[int, Field(gt="a")],
+            CoreSchemaError,
+            "cannot extract `int`: pydantic failed to build its validator (ValueError: 'gt' "
+            "must be coercible to an integer)",
+        ),
+        (
+            Annotated[int, Field(examples=[object()])],
+            PydanticSerializationError,
+            "cannot extract `int`: pydantic failed to build its validator "
+            "(PydanticSerializationError: Unable to serialize unknown type: <class 'object'>)",
+        ),
+    ],
+)
+def test_a_type_pydantic_fails_to_build_a_validator_of_is_refused_in_pydantics_words(
+    tp: Any, cause: type[Exception], message: str
+) -> None:
+    """A constraint pydantic cannot take (a pattern it cannot parse, a bound that is no
+    number) fails in pydantic, not in code of the type's own: its reason is said (the
+    innermost of its nested `SchemaError`, on one line), with the field it was in, and no
+    hook the caller never wrote is blamed. Before anything is sent."""
+    provider = TestProvider()
+    with pytest.raises(TypeError) as raised:
+        allama.extract(provider, tp, ChatRequest("m").user("x"))
+    assert str(raised.value) == message
+    assert type(raised.value.__cause__) is cause
+    assert provider.requests == []
 
 
 class PageIndex(BaseModel):
@@ -1004,6 +1070,50 @@ def test_a_shared_enum_a_field_reads_without_a_validator_is_still_refused(tp: An
     assert provider.requests == []
 
 
+class DayOrText(BaseModel):
+    day: Day | str
+
+
+class CornerOrList(BaseModel):
+    corner: Corner | list[int]
+
+
+@pytest.mark.parametrize(
+    ("tp", "reply", "value"),
+    [
+        (DayOrText, '{"day": "1970-01-01"}', DayOrText(day="1970-01-01")),
+        (CornerOrList, '{"corner": [0, 0]}', CornerOrList(corner=[0, 0])),
+    ],
+)
+def test_an_enum_another_choice_of_its_union_reads_is_not_refused(
+    tp: Any, reply: str, value: Any
+) -> None:
+    """No answer validates as `Day` alone, but the union reads `"1970-01-01"` by its other
+    choice, as pydantic does: the answer validates."""
+    assert TypeAdapter(tp).validate_json(reply) == value
+    extracted = allama.extract(MockProvider([reply]), tp, ChatRequest("m").user("x"))
+    assert extracted.value == value
+
+
+class DayOrTextAndDay(BaseModel):
+    either: Day | str
+    day: Day
+
+
+def test_an_enum_a_union_reads_is_still_refused_where_a_field_reads_it_alone() -> None:
+    """Each place the enum is read is judged by its own union: `day` reads `Day` alone."""
+    provider = TestProvider()
+    with pytest.raises(TypeError) as raised:
+        allama.extract(provider, DayOrTextAndDay, ChatRequest("m").user("x"))
+    assert str(raised.value) == (
+        "cannot extract `DayOrTextAndDay`: the enum `Day` is listed by the JSON of its values "
+        '(`Day.EPOCH = datetime.date(1970, 1, 1)` as `"1970-01-01"`), which validation '
+        "compares with the date values themselves and refuses, so no value of it would "
+        "validate" + ENUM_ADVICE
+    )
+    assert provider.requests == []
+
+
 class Kind(enum.Enum):
     CAT = "cat"
     DOG = "dog"
@@ -1254,6 +1364,105 @@ def test_a_decision_among_a_plain_enums_members_in_a_literal_is_unaffected() -> 
     decision = allama.decide(target, Literal[Kind.CAT, Kind.DOG], ChatRequest("gpt-4o").user("x"))
     assert decision.value is Kind.DOG
     assert len(recorder.bodies) == 1
+
+
+class Setting(enum.Enum):
+    AUTO = "auto"
+
+
+class Settings(BaseModel):
+    mode: Literal[Setting.AUTO] | str
+
+
+class CatOrKind(BaseModel):
+    kind: Literal[Kind.CAT] | Kind
+
+
+class CatAsText(BaseModel):
+    kind: Literal["cat"] | Literal[Kind.CAT]
+
+
+class CatOrTextOrNothing(BaseModel):
+    kinds: list[Literal[Kind.CAT] | str | None]
+
+
+@pytest.mark.parametrize(
+    ("tp", "reply", "value"),
+    [
+        (Settings, '{"mode": "auto"}', Settings(mode="auto")),
+        (CatOrKind, '{"kind": "cat"}', CatOrKind(kind=Kind.CAT)),
+        (CatAsText, '{"kind": "cat"}', CatAsText(kind="cat")),
+        (CatOrTextOrNothing, '{"kinds": ["cat", null]}', CatOrTextOrNothing(kinds=["cat", None])),
+    ],
+)
+def test_a_literal_another_choice_of_its_union_reads_is_not_refused(
+    tp: Any, reply: str, value: Any
+) -> None:
+    """`Literal[Setting.AUTO]` alone reads no answer, but its union reads `"auto"` by
+    another choice (as text, as the member): the answer validates, as pydantic reads it."""
+    assert TypeAdapter(tp).validate_json(reply) == value
+    extracted = allama.extract(MockProvider([reply]), tp, ChatRequest("m").user("x"))
+    assert extracted.value == value
+
+
+class CatOrNumber(BaseModel):
+    kind: Literal[Kind.CAT] | int
+
+
+class TwoOrText(BaseModel):
+    kind: Literal[Kind.CAT, Kind.DOG] | Literal["cat"]
+
+
+CatAlias = TypeAliasType("CatAlias", Literal[Kind.CAT])
+
+
+class CatAliasTwice(BaseModel):
+    either: CatAlias | str
+    alone: CatAlias
+
+
+@pytest.mark.parametrize(
+    ("tp", "message"),
+    [
+        (
+            CatOrNumber,
+            "cannot extract `CatOrNumber`: "
+            + _literal_refused(
+                "in the field `CatOrNumber.kind`",
+                '`Kind.CAT` as `"cat"`',
+                "it",
+                f"{CAT_INSTEAD} (`Literal['cat']`)",
+            ),
+        ),
+        (
+            # `"cat"` is read by the other choice; `"dog"` by none.
+            TwoOrText,
+            "cannot extract `TwoOrText`: "
+            + _literal_refused(
+                "in the field `TwoOrText.kind`",
+                '`Kind.DOG` as `"dog"`',
+                "it",
+                f"{CAT_INSTEAD} (`Literal[Kind.CAT, 'dog']`)",
+            ),
+        ),
+        (
+            # One schema, read by a union in `either` and alone in `alone`.
+            CatAliasTwice,
+            "cannot extract `CatAliasTwice`: "
+            + _literal_refused(
+                "of the type", '`Kind.CAT` as `"cat"`', "it", f"{CAT_INSTEAD} (`Literal['cat']`)"
+            ),
+        ),
+    ],
+)
+def test_a_literal_value_no_choice_of_its_union_reads_is_still_refused(
+    tp: Any, message: str
+) -> None:
+    provider = TestProvider()
+    with pytest.raises(TypeError) as raised:
+        allama.extract(provider, tp, ChatRequest("m").user("x"))
+    assert str(raised.value) == message
+    assert provider.requests == []
 
 
 def test_an_enum_member_no_json_reads_back_is_left_out_of_the_schema() -> None:

@@ -15,11 +15,19 @@ import typing
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
-from pydantic import PydanticInvalidForJsonSchema, PydanticUserError, TypeAdapter, ValidationError
+from pydantic import (
+    PydanticImportError,
+    PydanticInvalidForJsonSchema,
+    PydanticUndefinedAnnotation,
+    PydanticUserError,
+    TypeAdapter,
+    ValidationError,
+)
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode, JsonSchemaValue
-from pydantic_core import PydanticOmit, SchemaValidator, core_schema
+from pydantic_core import PydanticOmit, PydanticSerializationError, SchemaValidator, core_schema
+from pydantic_core import SchemaError as CoreSchemaError
 
 from allama.schema._errors import SchemaError
 
@@ -390,27 +398,58 @@ class _StableDefaults(GenerateJsonSchema):
         return self._first_reached(root, self._skipped_required)
 
     def _first_reached(
-        self, root: core_schema.CoreSchema, noted: dict[int, tuple[Any, V]]
+        self,
+        root: core_schema.CoreSchema,
+        noted: dict[int, tuple[Any, V]],
+        narrowed: Callable[[V, Callable[[str], bool]], V | None] | None = None,
     ) -> V | None:
         """What is noted of the first of `noted`'s core schemas an answer reaches validation
         through, from the root: not beneath a schema left out (a skipped field holding the
         model), nor beneath a validator of the caller's (before, wrap, plain) or a model's
-        own `__init__`, either of which may read the answer another way. `None` if none is."""
+        own `__init__`, either of which may read the answer another way. `None` if none is.
+
+        A noted value (an enum's, a `Literal`'s) reached as a choice of a union (or of a
+        nullable) is read by the whole union first: `narrowed` gives what is left of the
+        refusal once the values that union reads (`_json_reader`) are dropped, `None` where
+        it reads them all (`Literal[Kind.CAT] | str` reads `"cat"` as text). Each place a
+        shared schema is reached is judged by its own union."""
         definitions: dict[str, Any] = dict(self._core_definitions)
-        followed: set[str] = set()
-        walked: set[int] = set()
-        stack: list[Any] = [root]
+        followed: set[tuple[str, int]] = set()
+        walked: set[tuple[int, int]] = set()
+        readers: dict[tuple[int, int], Callable[[str], bool]] = {}
+        # A schema with a ref may be inlined at each place (an enum): pydantic writes the
+        # first met, and every copy of it is the same schema.
+        by_ref = {
+            entry[0]["ref"]: entry
+            for entry in noted.values()
+            if isinstance(entry[0], dict) and isinstance(entry[0].get("ref"), str)
+        }
+        # Each node with the outermost union of the place it is at (with the configuration
+        # it is read under), if any, and the configuration of its innermost owner.
+        stack: list[tuple[Any, _Place | None, dict[str, Any] | None]] = [(root, None, None)]
         while stack:
-            node = stack.pop()
+            node, place, config = stack.pop()
             if isinstance(node, list | tuple):
-                stack.extend(reversed(node))
+                stack.extend((item, place, config) for item in reversed(node))
                 continue
-            if not isinstance(node, dict) or id(node) in walked:
+            at = id(place[0]) if place is not None else 0
+            if not isinstance(node, dict) or (id(node), at) in walked:
                 continue
-            walked.add(id(node))
+            walked.add((id(node), at))
             found = noted.get(id(node))
-            if found is not None and found[0] is node:
-                return found[1]
+            if found is None or found[0] is not node:
+                ref = node.get("ref")
+                found = by_ref.get(ref) if isinstance(ref, str) else None
+            if found is not None:
+                refusal: V | None = found[1]
+                if place is not None and narrowed is not None:
+                    key = (id(place[0]), id(place[1]))
+                    if key not in readers:
+                        readers[key] = _json_reader(place[0], place[1], definitions)
+                    refusal = narrowed(found[1], readers[key])
+                if refusal is not None:
+                    return refusal
+                continue
             if self._left_out.get(id(node)) is node:
                 continue
             kind = node.get("type")
@@ -420,28 +459,37 @@ class _StableDefaults(GenerateJsonSchema):
                 continue
             if kind == "model" and node.get("custom_init"):
                 continue
+            if kind in ("model", "dataclass", "typed-dict") and isinstance(
+                node.get("config"), dict
+            ):
+                config = node["config"]
+            if kind in _UNIONS and place is None:
+                place = (node, config)
+            elif not (kind in _SAME_PLACE or (kind == "model" and node.get("root_model"))):
+                place = None  # what lies beneath is read at another place (a field, an item)
             if kind == "definitions":
                 definitions.update(
                     (item["ref"], item) for item in node["definitions"] if "ref" in item
                 )
-                stack.append(node["schema"])
+                stack.append((node["schema"], place, config))
             elif kind == "definition-ref":
                 ref = node.get("schema_ref")
-                if ref in definitions and ref not in followed:
-                    followed.add(ref)
-                    stack.append(definitions[ref])
+                if ref in definitions and (ref, at) not in followed:
+                    followed.add((ref, at))
+                    stack.append((definitions[ref], place, config))
             elif kind == "json-or-python":  # an answer is JSON
-                stack.append(node["json_schema"])
+                stack.append((node["json_schema"], place, config))
             elif kind == "chain":  # a later step reads what the first made of the answer
-                stack.append(node["steps"][:1])
+                stack.append((node["steps"][:1], place, config))
             elif kind == "dataclass-field" and not node.get("init", True):
                 continue  # never read from the answer (`dataclass_args_schema`)
             else:
                 for key, value in reversed(node.items()):
                     if key in ("fields", "choices") and isinstance(value, dict):
-                        stack.extend(reversed(value.values()))  # by name or tag, any name
+                        # by name or tag, any name
+                        stack.extend((each, place, config) for each in reversed(value.values()))
                     elif key not in _NOT_READ:
-                        stack.append(value)
+                        stack.append((value, place, config))
         return None
 
     def model_schema(self, schema: core_schema.ModelSchema) -> JsonSchemaValue:
@@ -528,11 +576,11 @@ class _StableDefaults(GenerateJsonSchema):
             hooks = "a `json_schema_extra` or a `__get_pydantic_json_schema__`"
             raise _CodeFailed(doing, error, hooks) from error
         if self._unread_enums:
-            unread = self._first_reached(schema, self._unread_enums)
+            unread = self._first_reached(schema, self._unread_enums, _EnumUnread.narrowed)
             if unread is not None:
                 raise unread
         if self._unread_literals:
-            refused = self._first_reached(schema, self._unread_literals)
+            refused = self._first_reached(schema, self._unread_literals, _LiteralUnread.narrowed)
             if refused is not None:
                 raise refused
         if self._skipped_required:
@@ -975,6 +1023,22 @@ _FIELDS = frozenset({"model-field", "dataclass-field", "typed-dict-field"})
 """The core schemas of a field of a model, a dataclass or a TypedDict."""
 _SEE_THROUGH = frozenset({"nullable", "default", "function-after", "custom-error"})
 _READ_BY_CODE = frozenset({"function-before", "function-wrap"})
+_UNIONS = frozenset({"union", "nullable", "tagged-union"})
+"""The core schemas that read an answer by the first of their choices that reads it."""
+_SAME_PLACE = _UNIONS | {
+    "default",
+    "function-after",
+    "custom-error",
+    "definitions",
+    "definition-ref",
+    "json-or-python",
+    "chain",
+    "lax-or-strict",
+}
+"""The core schemas whose inner schemas read the very value they read (a root model's too):
+a union above them reads it first (`_first_reached`)."""
+_Place = tuple[dict[str, Any], dict[str, Any] | None]
+"""A union's core schema and the configuration it is read under (its owner's)."""
 _NOT_READ = frozenset({"serialization", "metadata", "computed_fields", "default", "config"})
 """A core schema's keys that hold nothing validation reads an answer with."""
 _UNREAD = frozenset(
@@ -1103,9 +1167,7 @@ class _CodeFailed(TypeError):
     model's, so it is shown: its first line, cut short (`_REASON_SHOWN`)."""
 
     def __init__(self, doing: str, error: Exception, hooks: str) -> None:
-        reason = " ".join(str(error).split("\n", 1)[0].split())
-        if len(reason) > _REASON_SHOWN:
-            reason = f"{reason[: _REASON_SHOWN - 3]}... ({len(reason):,} characters)"
+        reason = _cut(str(error).split("\n", 1)[0])
         raised = f"{type(error).__name__}: {reason}" if reason else type(error).__name__
         super().__init__(
             f"{doing} raised {raised} (code of the type's own runs there, such as {hooks})"
@@ -1114,6 +1176,49 @@ class _CodeFailed(TypeError):
 
 _REASON_SHOWN = 200
 """The most of an error's message a refusal quotes (a `repr` of a large value may run on)."""
+
+
+def _cut(reason: str) -> str:
+    """`reason` on one line, cut short past `_REASON_SHOWN` characters."""
+    reason = " ".join(reason.split())
+    if len(reason) > _REASON_SHOWN:
+        reason = f"{reason[: _REASON_SHOWN - 3]}... ({len(reason):,} characters)"
+    return reason
+
+
+_PYDANTICS_OWN = (
+    CoreSchemaError,
+    PydanticSerializationError,
+    PydanticUndefinedAnnotation,
+    PydanticImportError,
+)
+"""Pydantic's own errors (besides its `PydanticUserError`, said by `_unbuildable`) as it
+builds a validator from what the type says: a constraint it cannot take (`pattern`, `gt`),
+an example it cannot write as JSON. The caller's code did not fail there."""
+_NESTED = re.compile(r"\n  (?=\w+: )")
+"""Where pydantic-core's `SchemaError` says the next, inner, step of the build that failed."""
+_FIELD = re.compile(r"""Field (['"])(.*)\1:""")
+
+
+def _pydantic_failed(error: Exception) -> tuple[str, str | None]:
+    """What pydantic says failed as it built a validator (`_PYDANTICS_OWN`), on one line,
+    and the innermost field it was building, if known. A `SchemaError` nests every step
+    of the build (`Error building "dataclass" validator:`, `Field 'code':`...): the last
+    says what is wrong; a regex's is a heading, the pattern, markers under it and the
+    error, said as `regex parse error: unclosed group in <the pattern>`."""
+    if not isinstance(error, CoreSchemaError):
+        reason = _cut(str(error).split("\n", 1)[0])
+        return (f"{type(error).__name__}: {reason}" if reason else type(error).__name__), None
+    steps = [step.removeprefix("SchemaError: ") for step in _NESTED.split(str(error))]
+    fields = [found.group(2) for found in map(_FIELD.fullmatch, steps) if found is not None]
+    lines = [line.strip() for line in steps[-1].splitlines() if line.strip(" ^")]
+    if len(lines) > 1 and lines[0].endswith(":") and lines[-1].startswith("error: "):
+        quoted = " ".join(lines[1:-1])
+        said = f"{lines[0]} {lines[-1].removeprefix('error: ')}"
+        reason = f"{said} in `{quoted}`" if quoted else said
+    else:
+        reason = " ".join(lines)
+    return _cut(reason) or type(error).__name__, fields[-1] if fields else None
 
 
 def _points_nowhere(error: KeyError) -> bool:
@@ -1376,6 +1481,12 @@ def _build(tp: Any) -> TypeSchema:
         adapter: TypeAdapter[Any] = TypeAdapter(tp)
     except (PydanticUserError, RecursionError):
         raise  # said by `type_schema`
+    except _PYDANTICS_OWN as error:  # pydantic's, not the caller's code's: in its words
+        reason, place = _pydantic_failed(error)
+        doing = "its validator" if place is None else f"the validator of its field `{place}`"
+        raise TypeError(
+            f"cannot extract `{type_label(tp)}`: pydantic failed to build {doing} ({reason})"
+        ) from error
     except Exception as error:  # the caller's own code (`__get_pydantic_core_schema__`)
         failed = _CodeFailed("building its validator", error, "a `__get_pydantic_core_schema__`")
         raise TypeError(f"cannot extract `{type_label(tp)}`: {failed}") from error
@@ -1486,6 +1597,35 @@ def _unread_literal_values(
     return frozenset(unread)
 
 
+def _json_reader(
+    schema: dict[str, Any], config: dict[str, Any] | None, definitions: dict[str, Any]
+) -> Callable[[str], bool]:
+    """Whether validation of the core schema `schema` (a union's, read under `config`, its
+    references among `definitions`) reads a JSON text, strictly, as an answer is read: its
+    other choices may read a value one choice refuses. Where that cannot be told (the
+    validator cannot be built, or a validator of the caller's fails otherwise than a
+    failure of validation), it is taken as read: the type's own code decides there."""
+    ref = schema.get("ref")
+    inner: Any = core_schema.definition_reference_schema(ref) if isinstance(ref, str) else schema
+    if definitions:
+        inner = core_schema.definitions_schema(inner, list(definitions.values()))
+    try:
+        validator = SchemaValidator(inner, cast(core_schema.CoreConfig | None, config))
+    except Exception:  # not to be told: not refused
+        return lambda text: True
+
+    def reads(text: str) -> bool:
+        try:
+            validator.validate_json(text, strict=True)
+        except ValidationError:
+            return False
+        except Exception:  # a validator of the caller's, in another choice
+            return True
+        return True
+
+    return reads
+
+
 def _nodes_within(schema: Any) -> Iterator[Any]:
     """Every mapping within a core schema, itself included (not through a reference)."""
     seen: set[int] = set()
@@ -1530,6 +1670,7 @@ class _EnumUnread(TypeError):
     _SHOWN = 3
 
     def __init__(self, cls: type[enum.Enum], unread: list[Any]) -> None:
+        self.cls, self.unread = cls, unread
         named = list({member.name: (member, text) for member, text in unread}.values())
         shown = ", ".join(
             f"`{cls.__name__}.{member.name} = {member.value!r}` as `{text}`"
@@ -1545,6 +1686,14 @@ class _EnumUnread(TypeError):
             "(`mode='before'`)"
         )
 
+    def narrowed(self, reads: Callable[[str], bool]) -> _EnumUnread | None:
+        """This refusal without the values a union reads (`_json_reader`) where the enum is
+        one of its choices; `None` if the union reads them all."""
+        left = [(member, text) for member, text in self.unread if not reads(text)]
+        if len(left) == len(self.unread):
+            return self
+        return _EnumUnread(self.cls, left) if left else None
+
 
 class _LiteralUnread(TypeError):
     """A `Literal` some of whose values validation does not read back from their JSON
@@ -1553,6 +1702,7 @@ class _LiteralUnread(TypeError):
     _SHOWN = 3
 
     def __init__(self, place: str | None, expected: list[Any], unread: list[Any]) -> None:
+        self.place, self.expected, self.unread = place, expected, unread
         shown = ", ".join(
             f"`{_literal_value(value)}` as `{text}`" for value, text in unread[: self._SHOWN]
         )
@@ -1579,6 +1729,15 @@ class _LiteralUnread(TypeError):
             f"holding {'it' if one else 'one of them'} would validate; use {instead}, or read "
             "the JSON value in a validator of the field (`mode='before'`)"
         )
+
+    def narrowed(self, reads: Callable[[str], bool]) -> _LiteralUnread | None:
+        """This refusal without the values a union reads (`_json_reader`) where the
+        `Literal` is one of its choices (`Literal[Kind.CAT] | str` reads `"cat"`); `None`
+        if the union reads them all."""
+        left = [(value, text) for value, text in self.unread if not reads(text)]
+        if len(left) == len(self.unread):
+            return self
+        return _LiteralUnread(self.place, self.expected, left) if left else None
 
 
 def _literal_value(value: Any) -> str:
@@ -1662,7 +1821,8 @@ def type_schema(tp: Any) -> TypeSchema:
     Cached per type: building a validator is the expensive part of a first extraction. A
     type nested too deep for pydantic (or Python) to walk is a `SchemaError` naming it; one
     no extraction takes is a `TypeError` saying why, an error its own code raised as its
-    validator or schema was built too (named, and kept as the cause).
+    validator or schema was built too (named, and kept as the cause), and one pydantic
+    fails to build a validator of (a `pattern` it cannot parse), in pydantic's words.
     """
     try:
         try:
