@@ -865,7 +865,7 @@ def _check_type(reference: str, tp: Any) -> None:
     except PydanticUserError as error:
         reason = str(error).split("\n", 1)[0]
         raise _Usage(f"`{reference}` is not a type pydantic can validate: {reason}") from None
-    except Exception:  # the type's own code failed: `type_schema` names it, below
+    except Exception:  # the type's own code or pydantic failed: `type_schema` says which, below
         pass
     try:
         type_schema(tp)
