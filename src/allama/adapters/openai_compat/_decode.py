@@ -50,9 +50,9 @@ not (`refit`).
 
 Only the first choice is the answer. An answer of more than one (`n` above 1, which
 `ChatRequest` has no field for, given through the body option) says so in a warning
-(`FIRST_CHOICE_ONLY`), the others' text, refusals, tool calls and finish reasons kept under
-`OTHER_CHOICES_KEY`: their tokens are in the usage, paid for, and are not to vanish without
-a word.
+(`FIRST_CHOICE_ONLY`), the others' text, refusals, tool calls, audio and finish reasons kept
+under `OTHER_CHOICES_KEY`: their tokens are in the usage, paid for, and are not to vanish
+without a word.
 """
 
 from __future__ import annotations
@@ -184,14 +184,21 @@ OTHER_CHOICES_KEY = "other_choices"
 off) and the finish reason the provider's own word (`null` where none came); with
 `"refusal"` (its text) where the choice refused, and `"tool_calls"` (a list of `{"id",
 "name", "arguments"}`, strings, in order, read as the first choice's calls are) where it
-called tools: keys left out where there is none."""
+called tools, and `"audio"` (the object `AUDIO_KEY` holds for the first: `message.audio`
+verbatim, a stream's pieces joined alike) where it spoke: keys left out where there is none.
+A choice's audio is the whole of its answer where the request asked for it (its transcript
+is its words, `content` `null`), paid for at audio prices."""
 
 
 def other_choice(
-    index: int, blocks: Sequence[ContentBlock], finish_reason: str | None
+    index: int,
+    blocks: Sequence[ContentBlock],
+    finish_reason: str | None,
+    audio: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """One entry of `OTHER_CHOICES_KEY`: a choice's blocks, read as the first's are (from
-    its message in a body, its deltas collected in a stream, so that both give the same)."""
+    """One entry of `OTHER_CHOICES_KEY`: a choice's blocks and audio, read as the first's are
+    (from its message in a body, its deltas collected in a stream, so that both give the
+    same)."""
     entry: dict[str, Any] = {
         "index": index,
         "text": "".join(block.text for block in blocks if isinstance(block, TextPart)),
@@ -207,6 +214,8 @@ def other_choice(
     ]
     if calls:
         entry["tool_calls"] = calls
+    if audio is not None:
+        entry["audio"] = audio
     return entry
 
 
@@ -215,7 +224,7 @@ def unread_choices(count: int, provider: str | None) -> Warning:
     warning = Warning.unsupported(
         RequestField.OPTIONS,
         f"the provider answered {count} choices: only the first is read (the others' text, "
-        f"refusals, tool calls and finish reasons are kept in `provider_data`, under "
+        f"refusals, tool calls, audio and finish reasons are kept in `provider_data`, under "
         f"`{OTHER_CHOICES_KEY}`)",
         code=FIRST_CHOICE_ONLY,
     )
@@ -823,6 +832,9 @@ def decode_body(
                 other.index,
                 _blocks(other.message)[0] if other.message is not None else [],
                 other.finish_reason,
+                kept_object(other.message.model_extra, "audio")
+                if other.message is not None
+                else None,
             )
             for other in others
         ]

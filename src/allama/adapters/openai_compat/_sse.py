@@ -31,11 +31,15 @@ decoder uses, so a collected stream equals the decoded body of the same message:
   `url_citation`s on a delta of their own near the end, OpenRouter's web plugin likewise),
   appended in order; each chunk that carries some emits the whole list so far.
 - `AUDIO_KEY`: OpenAI's `delta.audio` pieces (the answer's audio, where the request asked
-  for it), joined into the object a non-streamed `message.audio` is: their `transcript` and
-  `data` strings appended in order, each other field (`id`, which may come on every piece,
-  `expires_at`) as first given (or filling one given as `null`). Emitted at the end (finish,
-  `[DONE]`, end of input, an error), not with each piece: the audio is the whole answer's,
-  its `data` long.
+  for it), joined into the object a non-streamed `message.audio` is: their `transcript`
+  strings appended in order; their `data` strings each decoded on its own (as OpenAI's
+  clients decode each piece: a piece is base64 of its own, `=` padding and all, so the
+  strings appended would not decode whole) and the bytes of all of them given as one base64
+  string (where a piece is no base64 of its own, the strings appended, as given); each other
+  field (`id`, which may come on every piece, `expires_at`) as first given (or filling one
+  given as `null`).
+  Emitted at the end (finish, `[DONE]`, end of input, an error), not with each piece: the
+  audio is the whole answer's, its `data` long.
 - `EXECUTED_TOOLS_KEY`: Groq's compound systems' `delta.executed_tools`, in order, a tool
   sent again under the same `index` (once it ran, with its output) in the place of the one
   before (`_executed_tools`); each chunk that carries some emits the whole list so far.
@@ -64,14 +68,16 @@ decoder uses, so a collected stream equals the decoded body of the same message:
   stream. Where a stream numbers an entry differently from the non-streamed answer (OpenAI's
   `reasoning.encrypted` had `index` 0 in a stream and 1 in a body), the stream's own fields
   are kept as sent.
-- `OTHER_CHOICES_KEY`: the text, refusal, tool calls and finish reason of each choice after
-  the first (`n` above 1), whose deltas are not read as the answer (each choice's read by a
-  decoder of its own, as the first's are), with the warning a body's gets
-  (`unread_choices`): both at the end (`[DONE]`, end of input), when the count is known.
+- `OTHER_CHOICES_KEY`: the text, refusal, tool calls, audio (joined as `AUDIO_KEY`'s) and
+  finish reason of each choice after the first (`n` above 1), whose deltas are not read as
+  the answer (each choice's read by a decoder of its own, as the first's are), with the
+  warning a body's gets (`unread_choices`): both at the end (`[DONE]`, end of input), when
+  the count is known.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Generator, Iterator
 from typing import Any, Literal
@@ -147,7 +153,7 @@ _JOINED = frozenset({"text", "summary", "data", "signature"})
 
 _AUDIO_JOINED = frozenset({"transcript", "data"})
 """The string fields of the answer's audio (`AUDIO_KEY`) that its streamed pieces spell in
-parts."""
+parts (`data`'s pieces each base64 of their own: `_audio_piece`)."""
 
 
 def _continues(entry: dict[str, Any], piece: dict[str, Any]) -> bool:
@@ -221,8 +227,8 @@ class ChatStreamDecoder:
 
     `feed` and `close` are generators: an error object in the stream is raised after the
     events before it (and the content and usage in the same chunk) were yielded. Only the
-    first choice (`index` 0) is read; the others' text, refusals, tool calls and finish
-    reasons are kept, and told at the end (`_told_others`).
+    first choice (`index` 0) is read; the others' text, refusals, tool calls, audio and
+    finish reasons are kept, and told at the end (`_told_others`).
     """
 
     def __init__(
@@ -280,6 +286,9 @@ class ChatStreamDecoder:
         self._audio: dict[str, Any] | None = None
         """The answer's audio so far (`AUDIO_KEY`); its string pieces are in `_audio_text`."""
         self._audio_text: dict[str, list[str]] = {}
+        self._audio_bytes: bytearray | None = bytearray()
+        """The bytes of the audio's `data` pieces so far, each decoded on its own; `None` once
+        one is no base64 of its own (the pieces are then joined as strings)."""
         self._audio_changed = False
         self.finished = False
         self._filtered = False
@@ -501,22 +510,36 @@ class ChatStreamDecoder:
             yield from self._flush_details()
 
     def _audio_piece(self, piece: dict[str, Any]) -> None:
-        """Add one `delta.audio` piece: its `transcript` and `data` strings appended, its
-        other fields filling those the audio lacks (or has as `null`)."""
+        """Add one `delta.audio` piece: its `transcript` and `data` strings appended (`data`
+        decoded as well: each piece is base64 of its own, its `=` padding at its own end, so
+        the strings appended may not decode whole), its other fields filling those the audio
+        lacks (or has as `null`)."""
         self._audio_changed = True
         audio = self._audio = {} if self._audio is None else self._audio
         for key, value in piece.items():
             if key in _AUDIO_JOINED and isinstance(value, str):
                 self._audio_text.setdefault(key, []).append(value)
                 audio.setdefault(key, value)  # (its place among the fields, as first given)
+                if key == "data" and self._audio_bytes is not None:
+                    try:
+                        self._audio_bytes += base64.b64decode(value, validate=True)
+                    except ValueError:  # (pieces of one string cut anywhere: joined as such)
+                        self._audio_bytes = None
             elif audio.get(key) is None:
                 audio[key] = value
 
     def _joined_audio(self) -> dict[str, Any]:
-        """A copy of the audio so far, its string pieces joined."""
+        """A copy of the audio so far, its string pieces joined: `data`'s as the base64 of
+        the bytes of its pieces, where each was base64 of its own, so that it decodes whole
+        to the bytes a body's would (one piece goes as given)."""
         audio = dict(self._audio or {})
         for key, pieces in self._audio_text.items():
-            audio[key] = pieces[0] if len(pieces) == 1 else "".join(pieces)
+            if len(pieces) == 1:
+                audio[key] = pieces[0]
+            elif key == "data" and self._audio_bytes is not None:
+                audio[key] = base64.b64encode(self._audio_bytes).decode("ascii")
+            else:
+                audio[key] = "".join(pieces)
         return audio
 
     def _executed_tools(self, tools: list[Any]) -> None:
@@ -648,7 +671,8 @@ class ChatStreamDecoder:
             for event in decoder._flush_details():  # (a call still held starts as it is)
                 collector.push(event)
             blocks = collector.partial_response().content
-            entries.append(other_choice(index, blocks, self._other_finish.get(index)))
+            audio = decoder._joined_audio() if decoder._audio is not None else None
+            entries.append(other_choice(index, blocks, self._other_finish.get(index), audio))
         yield self._data(OTHER_CHOICES_KEY, entries)
         yield WarningEvent(warning=unread_choices(len(self._others) + 1, self._provider))
 
