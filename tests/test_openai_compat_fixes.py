@@ -8,12 +8,15 @@ Azure deployment taken for a reasoning model, OpenRouter's `require_parameters` 
 for a schema with a warning where the caller gave another, OpenAI's tool-call ids within 40
 characters, reasoning or a paused Anthropic turn's server tool blocks left out with a
 warning, o1-mini's and o1-preview's system and developer words in the first user turn,
-Groq's leading `<think>` block read as reasoning, Together's full context, and OpenAI's audio
-answer kept (whole and streamed alike) with its id sent back."""
+Groq's leading `<think>` block read as reasoning, Together's full context, OpenAI's audio
+answer kept (whole and streamed alike, each choice's, its streamed data decoded piece by
+piece) with its id sent back, and reasoning efforts in each
+model's set on Mistral and xAI, and none to `deepseek-chat` outside thinking mode."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import itertools
 import json
 from collections.abc import Callable, Iterable
@@ -677,7 +680,7 @@ TWO_CHOICES = {
 
 UNREAD_SECOND = (
     "the provider answered 2 choices: only the first is read (the others' text, refusals, "
-    "tool calls and finish reasons are kept in `provider_data`, under `other_choices`)"
+    "tool calls, audio and finish reasons are kept in `provider_data`, under `other_choices`)"
 )
 
 
@@ -2213,3 +2216,270 @@ def test_an_audio_answer_goes_back_by_its_id_to_the_provider_that_gave_it() -> N
     request = ChatRequest("openai/gpt-4o-audio-preview").user("Bark?").push(spoken)
     body, _ = _sent("openrouter", request)
     assert body["messages"][1] == {"role": "assistant", "content": "Woof."}
+
+
+# Each other choice's audio (`n` above 1) is kept in its `other_choices` entry, and a stream's
+# `data` pieces, each base64 of its own (padding and all, as OpenAI's clients decode each
+# piece), are joined into one base64 string of their bytes: whole and streamed alike.
+
+SECOND_AUDIO_BYTES = b"RIFF\x24\x00\x00\x00WAVEfmt \x10\x00\x00\x00\x01\x00\x01\x00second choice"
+SECOND_AUDIO = {
+    "id": "audio_def456",
+    "expires_at": 1729018506,
+    "data": base64.b64encode(SECOND_AUDIO_BYTES).decode(),
+    "transcript": "Usually, yes.",
+}
+
+
+def _spoken(audio: bytes, size: int) -> list[str]:
+    """`audio` as OpenAI streams `delta.audio.data`: each piece base64 of its own, padded."""
+    return [base64.b64encode(audio[at : at + size]).decode() for at in range(0, len(audio), size)]
+
+
+def _choices_chunk(pieces: dict[int, dict[str, Any]], finish: str | None = None) -> dict[str, Any]:
+    choices = [
+        {"index": index, "delta": piece, "finish_reason": finish} for index, piece in pieces.items()
+    ]
+    return {"id": "c-1", "object": "chat.completion.chunk", "model": "m", "choices": choices}
+
+
+def _streamed_audio(pieces: list[dict[str, Any]]) -> Any:
+    """The audio a stream of these `delta.audio` pieces is collected to."""
+    response = collect(decode_stream(_audio_stream(pieces), provider="openai"))
+    assert response.warnings == ()
+    return response.provider_data["openai"]["audio"]
+
+
+@pytest.mark.parametrize("run_async", [False, True])
+def test_each_choices_audio_is_kept_whole_and_streamed_alike(run_async: bool) -> None:
+    body = _audio_body()
+    second = {"role": "assistant", "content": None, "refusal": None, "audio": SECOND_AUDIO}
+    body["choices"].append({"index": 1, "message": second, "finish_reason": "stop"})
+    second_id = SECOND_AUDIO["id"]
+    second_pieces = [
+        {"id": second_id, "transcript": "Usually, "},
+        {"transcript": "yes."},
+        *({"id": second_id, "data": piece} for piece in _spoken(SECOND_AUDIO_BYTES, 7)),
+        {"id": second_id, "expires_at": 1729018506},
+    ]
+    first = {"role": "assistant", "content": None, "refusal": None}
+    chunks = [_choices_chunk({0: first, 1: first})]
+    for one, two in itertools.zip_longest(AUDIO_PIECES, second_pieces):
+        pieces = {} if one is None else {0: {"audio": one}}
+        chunks.append(_choices_chunk(pieces | ({} if two is None else {1: {"audio": two}})))
+    chunks += [_choices_chunk({0: {}, 1: {}}, "stop"), {**_audio_chunk(None), "usage": AUDIO_USAGE}]
+    target, _ = provider("openai", (200, body), (200, sse(*chunks)))
+    request = _audio_request().with_option_json(
+        "openai_compat", {"modalities": ["text", "audio"], "audio": {"voice": "alloy"}, "n": 2}
+    )
+
+    async def read_async() -> tuple[ChatResponse, ChatResponse]:
+        whole = await target.achat(request)
+        async with await target.achat_stream(request) as stream:
+            async for _ in stream:
+                pass
+            streamed: ChatResponse = await stream.response()
+        return whole, streamed
+
+    if run_async:
+        whole, streamed = asyncio.run(read_async())
+    else:
+        whole = target.chat(request)
+        with target.chat_stream(request) as stream:
+            for _ in stream:
+                pass
+            streamed = stream.response()
+    entry = {"index": 1, "text": "", "finish_reason": "stop", "audio": SECOND_AUDIO}
+    assert whole.provider_data == {"openai": {**AUDIO_KEPT["openai"], "other_choices": [entry]}}
+    assert streamed.provider_data == whole.provider_data
+    told = [w.message for w in streamed.warnings]
+    assert told == [w.message for w in whole.warnings] == [UNREAD_SECOND]
+
+
+def test_audio_pieces_each_base64_of_their_own_decode_whole_to_the_bodys_bytes() -> None:
+    audio_bytes = base64.b64decode(AUDIO_DATA)
+    data = _spoken(audio_bytes, 5)
+    assert all(piece.endswith("=") for piece in data)  # (padded, each of them)
+    pieces = [{"id": AUDIO_ID, "transcript": TRANSCRIPT}, *({"data": piece} for piece in data)]
+    streamed = _streamed_audio([*pieces, {"expires_at": 1729018505}])
+    assert streamed == AUDIO
+    assert base64.b64decode(streamed["data"]) == audio_bytes
+    two = [{"id": AUDIO_ID, "data": "QQ=="}, {"data": "Qg=="}]
+    assert _streamed_audio(two) == {"id": AUDIO_ID, "data": "QUI="}  # (b"AB", not b"A")
+    # Pieces that are no base64 of their own (one string cut anywhere, or no base64 at all)
+    # are joined as given, all of them, and nothing else is said.
+    for more, joined in [
+        (["QUJD", "RA", "=="], "QUJDRA=="),
+        (["not base64!"], "not base64!"),
+        (["Qé=="], "Qé=="),
+    ]:
+        sent = [*two, *({"data": piece} for piece in more)]
+        assert _streamed_audio(sent) == {"id": AUDIO_ID, "data": "QQ==Qg==" + joined}
+    # A body's `data` is left as given, and so is a stream's single piece.
+    verbatim = {"id": AUDIO_ID, "data": "QQ==Qg=="}
+    body = completion({"content": None, "audio": verbatim})
+    decoded = decode_body(json.dumps(body), provider="openai")
+    assert decoded.provider_data == {"openai": {"audio": verbatim}}
+    assert _streamed_audio([verbatim]) == verbatim
+
+
+# Reasoning efforts per model where the endpoint's set differs by model: Mistral's adjustable
+# reasoning takes `none` or `high` alone (400 "Must be one of (none, high)") and its other
+# models none at all; Grok 4.3 takes `none` to `high`, 4.20 multi-agent and 4.5 on `low` to
+# `high` (no `none`); `deepseek-chat` thinks only where the body option turns thinking on,
+# and an effort alone does nothing there.
+
+
+def _effort_sent(
+    preset: str, model: str, effort: str, *, api: str = "chat", option: Any = None
+) -> tuple[Any, list[tuple[WarningKind, str]]]:
+    """What goes for `effort` (`None`: nothing) and what is said of it, on `api`."""
+    request = ChatRequest(model, reasoning_effort=effort).user("hi")
+    if option is not None:
+        request = request.with_option_json("openai_compat", option)
+    target = allama.provider(preset, api_key="sk-test-efforts-1234", api=api)
+    http, warnings = target._prepare(request, stream=False)
+    body: dict[str, Any] = http.body
+    reasoning = body.get("reasoning", {}) if api == "responses" else {}
+    sent = reasoning.get("effort") if api == "responses" else body.get("reasoning_effort")
+    said = [(w.kind, w.message) for w in warnings if w.is_about(RequestField.REASONING_EFFORT)]
+    return sent, said
+
+
+def _effort_refused_under_error(preset: str, model: str, effort: str, **options: Any) -> None:
+    target, recorder = provider(preset, (200, completion({"content": "ok"})), **options)
+    request = ChatRequest(model, reasoning_effort=effort).user("hi")
+    with pytest.raises(UnsupportedError) as raised:
+        target.chat(request.with_unsupported_policy(allama.UnsupportedPolicy.ERROR))
+    assert raised.value.field is RequestField.REASONING_EFFORT
+    assert recorder.bodies == []
+
+
+MISTRAL_ADJUSTABLE = [
+    "mistral-small-latest",
+    "mistral-small-2603",
+    "mistral-medium-latest",
+    "mistral-medium-3-5",
+    "magistral-small-latest",
+]
+
+
+@pytest.mark.parametrize("model", MISTRAL_ADJUSTABLE)
+@pytest.mark.parametrize(
+    ("effort", "wire", "approximated"),
+    [
+        ("none", "none", False),
+        ("minimal", "high", True),
+        ("low", "high", True),
+        ("medium", "high", True),
+        ("high", "high", False),
+    ],
+)
+def test_mistrals_adjustable_reasoning_is_sent_none_or_high(
+    model: str, effort: str, wire: str, approximated: bool
+) -> None:
+    said = f"`{model}` on Mistral takes no reasoning effort `{effort}`; `high` was sent"
+    assert _effort_sent("mistral", model, effort) == (
+        wire,
+        [(WarningKind.APPROXIMATED, said)] if approximated else [],
+    )
+
+
+@pytest.mark.parametrize(
+    "model",
+    ["mistral-large-latest", "mistral-large-2411", "mistral-medium-2508", "codestral-latest"],
+)
+def test_mistrals_models_without_reasoning_are_sent_no_effort(model: str) -> None:
+    assert _effort_sent("mistral", model, "high") == (
+        None,
+        [(WarningKind.UNSUPPORTED, f"`{model}` on Mistral takes no reasoning effort")],
+    )
+    _effort_refused_under_error("mistral", model, "high")
+    # Asked not to reason, it does as asked: nothing goes, nothing is said.
+    assert _effort_sent("mistral", model, "none") == (None, [])
+
+
+@pytest.mark.parametrize("effort", ["none", "low", "high"])
+def test_magistral_medium_which_always_reasons_is_sent_no_effort(effort: str) -> None:
+    model = "magistral-medium-latest"
+    said = f"`{model}` on Mistral takes no reasoning effort `{effort}`"
+    assert _effort_sent("mistral", model, effort) == (None, [(WarningKind.UNSUPPORTED, said)])
+    _effort_refused_under_error("mistral", model, effort)
+
+
+def test_a_mistral_model_of_no_row_is_sent_its_effort_as_asked() -> None:
+    # (A guard: Mistral does not say which of its other models take one.)
+    assert _effort_sent("mistral", "ministral-8b-latest", "medium") == ("medium", [])
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+@pytest.mark.parametrize(
+    ("model", "effort", "wire", "kind"),
+    [
+        ("grok-4.3", "none", "none", None),
+        ("grok-4.3", "minimal", "low", WarningKind.APPROXIMATED),
+        ("grok-4.3", "medium", "medium", None),
+        ("grok-4.20-multi-agent", "none", None, WarningKind.UNSUPPORTED),
+        ("grok-4.20-multi-agent-0309", "minimal", "low", WarningKind.APPROXIMATED),
+        ("grok-4.20-multi-agent", "high", "high", None),
+        ("grok-4.5", "none", None, WarningKind.UNSUPPORTED),
+        ("grok-4.5", "minimal", "low", WarningKind.APPROXIMATED),
+        ("grok-4.5", "low", "low", None),
+        ("grok-4.5-latest", "medium", "medium", None),
+        ("grok-4.6", "high", "high", None),
+        ("grok-4.6", "none", None, WarningKind.UNSUPPORTED),
+        ("grok-4.7", "minimal", "low", WarningKind.APPROXIMATED),
+    ],
+)
+def test_grok_efforts_are_sent_in_each_models_set(
+    api: str, model: str, effort: str, wire: str | None, kind: WarningKind | None
+) -> None:
+    said = f"`{model}` on xAI takes no reasoning effort `{effort}`"
+    expected = {
+        None: [],
+        WarningKind.APPROXIMATED: [(kind, f"{said}; `{wire}` was sent")],
+        WarningKind.UNSUPPORTED: [(kind, said)],
+    }[kind]
+    assert _effort_sent("xai", model, effort, api=api) == (wire, expected)
+
+
+@pytest.mark.parametrize("model", ["grok-4.20-multi-agent", "grok-4.5"])
+def test_grok_effort_none_is_refused_before_sending_under_error(model: str) -> None:
+    _effort_refused_under_error("xai", model, "none")
+
+
+def _outside_thinking(effort: str) -> str:
+    return (
+        f"`deepseek-chat` on DeepSeek takes no reasoning effort `{effort}` outside thinking "
+        'mode, which `"thinking": {"type": "enabled"}` in the body option turns on'
+    )
+
+
+@pytest.mark.parametrize("effort", ["minimal", "low", "medium", "high"])
+def test_deepseek_chat_is_sent_no_effort_without_thinking(effort: str) -> None:
+    target, recorder = provider("deepseek", (200, completion({"content": "ok"})))
+    response = target.chat(ChatRequest("deepseek-chat", reasoning_effort=effort).user("hi"))
+    sent = recorder.bodies[0]
+    assert ("reasoning_effort" in sent, "thinking" in sent) == (False, False)
+    assert [(w.kind, w.subject, w.message) for w in response.warnings] == [
+        (
+            WarningKind.UNSUPPORTED,
+            FieldSubject(field=RequestField.REASONING_EFFORT),
+            _outside_thinking(effort),
+        )
+    ]
+    _effort_refused_under_error("deepseek", "deepseek-chat", effort)
+    # Thinking the body option turns off is off all the same.
+    disabled = {"thinking": {"type": "disabled"}}
+    assert _effort_sent("deepseek", "deepseek-chat", effort, option=disabled) == (
+        None,
+        [(WarningKind.UNSUPPORTED, _outside_thinking(effort))],
+    )
+
+
+@pytest.mark.parametrize(("effort", "wire"), [("low", "low"), ("high", "high")])
+def test_deepseek_chat_takes_an_effort_where_the_body_option_turns_thinking_on(
+    effort: str, wire: str
+) -> None:
+    enabled = {"thinking": {"type": "enabled"}}
+    assert _effort_sent("deepseek", "deepseek-chat", effort, option=enabled) == (wire, [])

@@ -99,6 +99,10 @@ class ModelFamily:
     `disabled` too, what it does unasked). While it thinks, DeepSeek answers 400 to a forced
     `tool_choice` ("Thinking mode does not support this tool_choice"): `forced_tool` is the
     answer for the default, and a request that turns thinking off may force a tool."""
+    effort_thinks_only: bool = False
+    """Whether a reasoning effort sets only how hard thinking mode thinks, and is left out,
+    with a warning, where the request leaves thinking off (`deepseek-chat`, which thinks
+    only when asked: an effort alone turns it on nowhere DeepSeek says)."""
     max_output: int | None = None
     """The family's output limit, where its maker documents one (OpenAI's model pages, "max
     output tokens"): a `max_output_tokens` above it is sent as the limit, with a warning,
@@ -168,7 +172,25 @@ _LOW_HIGH = (("minimal", "low"), ("low", "low"), ("medium", "high"), ("high", "h
 """Families that take only `low` and `high` (DeepSeek maps the others the same way)."""
 _LOW_TO_HIGH = (("minimal", "low"), ("low", "low"), ("medium", "medium"), ("high", "high"))
 """Families that always reason and take `low`, `medium` and `high` (o-series, gpt-oss, GPT-5
-codex), and endpoints that take only those (Together)."""
+codex, Grok 4.20 multi-agent and Grok 4.5 on), and endpoints that take only those
+(Together)."""
+_NONE_OR_LOW_TO_HIGH: tuple[tuple[str, str], ...] = (
+    ("none", "none"),
+    ("minimal", "low"),
+    ("low", "low"),
+    ("medium", "medium"),
+    ("high", "high"),
+)
+"""Grok 4.3: `none` (no reasoning) and `low` (its default) to `high`, no `minimal`."""
+_NONE_OR_HIGH: tuple[tuple[str, str], ...] = (
+    ("none", "none"),
+    ("minimal", "high"),
+    ("low", "high"),
+    ("medium", "high"),
+    ("high", "high"),
+)
+"""Mistral's adjustable reasoning: `none` (off) or `high` (on), no level between (400 "Must be
+one of (none, high)"), so any other goes as `high`, reasoning on as asked."""
 _NO_EFFORT: tuple[tuple[str, str], ...] = ()
 """Families that reason but take no reasoning effort at all: every effort is refused."""
 
@@ -618,8 +640,15 @@ _XAI_ROWS = (
     # Grok's reasoning models reject `stop`; few of them take a reasoning effort. Structured
     # outputs beside tools: "only for supported Grok 4 family models".
     # Grok 4 models reason (their reasoning comes back encrypted, through the Responses
-    # API's `include`), and all but 4.20 multi-agent and 4.3 answer 400 to a reasoning
-    # effort (so none is sent); a `-non-reasoning` id does not reason.
+    # API's `include`), and all but 4.20 multi-agent, 4.3 and 4.5 on answer 400 to a
+    # reasoning effort (so none is sent); a `-non-reasoning` id does not reason.
+    # Efforts (xAI's reasoning page): 4.3 takes `none` (no reasoning) to `high`, `low` its
+    # default; 4.20 multi-agent `low` to `xhigh`, which set how many agents run (4 or 16),
+    # and no `none`. 4.5 takes `low` to `high`, `high` its default, and reasoning cannot be
+    # turned off (no `none`; xAI's Grok 4.5 page, as quoted in opencode#39448); 4.6 adds
+    # `xhigh` (grok2api#901), 4.7 takes `low` to `xhigh` (xAI's reasoning page, as quoted in
+    # the synaps crate's notes): third-party copies of xAI's pages, whose sets agree. `xhigh`
+    # allama does not ask for.
     ModelFamily(
         "grok-3-mini*",
         StructuredLevel.STRICT,
@@ -628,9 +657,21 @@ _XAI_ROWS = (
         efforts=_LOW_HIGH,
         json_with_tools=False,
     ),
-    ModelFamily("grok-4.20-multi-agent*", StructuredLevel.STRICT, reasoning=S, stop=False),
-    ModelFamily("grok-4.3*", StructuredLevel.STRICT, reasoning=S, stop=False),
+    ModelFamily(
+        "grok-4.20-multi-agent*",
+        StructuredLevel.STRICT,
+        reasoning=S,
+        stop=False,
+        efforts=_LOW_TO_HIGH,
+    ),
+    ModelFamily(
+        "grok-4.3*", StructuredLevel.STRICT, reasoning=S, stop=False, efforts=_NONE_OR_LOW_TO_HIGH
+    ),
     ModelFamily("grok-4*-non-reasoning*", StructuredLevel.STRICT, reasoning=N, stop=False),
+    *(
+        ModelFamily(pattern, StructuredLevel.STRICT, reasoning=S, stop=False, efforts=_LOW_TO_HIGH)
+        for pattern in ("grok-4.5*", "grok-4.6*", "grok-4.7*")
+    ),
     ModelFamily("grok-4*", StructuredLevel.STRICT, reasoning=S, stop=False, efforts=_NO_EFFORT),
     # grok-code-fast reasons as Grok 4 does (encrypted, through `include`), and answers 400
     # to an effort ("does not support parameter reasoningEffort").
@@ -645,6 +686,49 @@ _XAI_ROWS = (
     ModelFamily("grok-[23]*", StructuredLevel.STRICT, reasoning=N, json_with_tools=False),
     ModelFamily("grok-*", StructuredLevel.STRICT, reasoning=N),
 )
+
+_MISTRAL_DEFAULT = ModelFamily("*", StructuredLevel.STRICT, reasoning=U, logprobs=N)
+_MISTRAL_ROWS = (
+    # Adjustable reasoning (Mistral's reasoning pages): Small 4 (`mistral-small-2603`, which
+    # `mistral-small-latest` names) and Medium 3.5 (`mistral-medium-3-5`, dated 2604) take
+    # `reasoning_effort` `none` or `high` alone, and answer 400 to another ("reasoning_effort=
+    # 'medium' is not supported for this model. Must be one of (none, high)"; the set as
+    # probed by celeste-python#311, vercel/ai#13688 and inspect_ai#4711).
+    # `mistral-medium-latest` names Medium 3.5 since Medium 3.1 was deprecated (models.dev's
+    # record of it; celeste-python#311 probed it taking both), and `magistral-small-latest`
+    # took both when probed (models.dev#1986, celeste-python#311): third-party probes only.
+    *(
+        replace(_MISTRAL_DEFAULT, pattern=pattern, reasoning=S, efforts=_NONE_OR_HIGH)
+        for pattern in (
+            "mistral-small-latest",
+            "mistral-small-2603",
+            "mistral-medium-latest",
+            "mistral-medium-3-5*",
+            "mistral-medium-3.5*",
+            "mistral-medium-2604",
+            "magistral-small*",
+        )
+    ),
+    # Magistral Medium always reasons and answers 400 to an effort ("reasoning_effort not
+    # enabled", celeste-python#311): every effort is refused, `none` too.
+    replace(_MISTRAL_DEFAULT, pattern="magistral-medium*", reasoning=S, efforts=_NO_EFFORT),
+    # Models without adjustable reasoning answer 400 or 422 to an effort ("not enabled for
+    # this model"; dust#27613 for Large, hermes-agent#11243 for the others): Large 3 and
+    # before, Medium 3 and 3.1, Codestral. Sent none. (Large 4, `mistral-large-4*`, reasons:
+    # no row, sent as asked.)
+    *(
+        replace(_MISTRAL_DEFAULT, pattern=pattern, reasoning=N)
+        for pattern in (
+            "mistral-large-latest",
+            "mistral-large-2*",
+            "mistral-medium-2505",
+            "mistral-medium-2508",
+            "codestral*",
+        )
+    ),
+)
+"""Other Mistral ids (Ministral, Devstral, Pixtral, Large 4) are sent their effort as asked:
+which take one Mistral does not say."""
 
 # V4 thinks by default (`thinking: {"type": "disabled"}` turns it off, DeepSeek's
 # thinking-mode guide), and then ignores sampling as the reasoner does and takes no forced
@@ -699,7 +783,10 @@ _DEEPSEEK_ROWS = (
     replace(_DEEPSEEK_V4, pattern="deepseek-pro*"),
     # The others (`deepseek-chat`, V4-flash's non-thinking mode since the V4 migration)
     # think only where the body option turns thinking on, and then take neither sampling
-    # nor a forced tool, as V4 does.
+    # nor a forced tool, as V4 does. `deepseek-chat` is sent no effort without it: DeepSeek
+    # documents the effort as thinking mode's strength, and no `enabled` on that alias, so
+    # allama does not turn thinking on for an effort (ids of no row still take theirs).
+    replace(_DEEPSEEK_OTHERS, pattern="deepseek-chat*", effort_thinks_only=True),
     _DEEPSEEK_OTHERS,
 )
 
@@ -758,9 +845,7 @@ CAPABILITY_TABLES: dict[str, CapabilityTable] = {
     "groq": CapabilityTable(_GROQ_ROWS, _UNKNOWN),
     "xai": CapabilityTable(_XAI_ROWS, ModelFamily("*", StructuredLevel.STRICT)),
     # Mistral's request has no `logprobs` (its API answers 422 to unknown fields).
-    "mistral": CapabilityTable(
-        (), ModelFamily("*", StructuredLevel.STRICT, reasoning=U, logprobs=N)
-    ),
+    "mistral": CapabilityTable(_MISTRAL_ROWS, _MISTRAL_DEFAULT),
     "openrouter": CapabilityTable((), _UNKNOWN),
     # An id of no row's still reads the body option's `thinking` (`when_asked`), and takes
     # the efforts DeepSeek documents (`low`, `high`), as its named models do.

@@ -1244,6 +1244,18 @@ class _Encoder:
             and self.request.reasoning_effort == "none"
         )
 
+    def effort_without_thinking(self) -> None:
+        """Refuse an effort that would go to no effect (`ModelFamily.effort_thinks_only`):
+        thinking is not turned on in its place, since DeepSeek documents no `enabled` on
+        `deepseek-chat` (the body option may send one). `none` never comes here
+        (`thinking_off_by_effort`)."""
+        self.degradations.refuse(
+            RequestField.REASONING_EFFORT,
+            f"`{self.request.model}` on {self.profile.display_name} takes no reasoning effort "
+            f"`{self.request.reasoning_effort}` outside thinking mode, which "
+            '`"thinking": {"type": "enabled"}` in the body option turns on',
+        )
+
     def unforced_why(self) -> str:
         """Why no tool is forced in thinking mode, and how to leave it where the model can."""
         if self.family.thinking == "always":
@@ -1366,6 +1378,8 @@ class _Encoder:
                     RequestField.REASONING_EFFORT,
                     f"`{request.model}` on {profile.display_name} takes no reasoning effort",
                 )
+            elif self.family.effort_thinks_only and not self.thinks():
+                self.effort_without_thinking()
             else:
                 effort = self.effort(str(request.reasoning_effort))
         stream_options = {"include_usage": True} if self.stream and profile.stream_usage else None
