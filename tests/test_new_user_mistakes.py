@@ -499,8 +499,8 @@ def test_an_unknown_option_with_no_likely_one_lists_them() -> None:
     assert str(raised.value) == (
         "allama.provider('anthropic') has no option 'colour'; its options: access_token, "
         "account_id, api, api_key, api_version, base_url, capabilities, capture_content, "
-        "chat_template, context, credentials, endpoint, engine, headers, location, model, "
-        "parallel, project, threads, timeout, tracer_provider, transport"
+        "chat_template, context, credentials, deadline, endpoint, engine, headers, location, "
+        "model, parallel, project, threads, timeout, tracer_provider, transport"
     )
     with pytest.raises(TypeError, match=r"^allama.provider\('local'\) has no option 'apikey'"):
         allama.provider("local", apikey="k")  # type: ignore[call-overload]

@@ -11,7 +11,9 @@ cookies, goes through `build_request` and `send` on every call. Timeouts become
 `RequestTimeoutError`, connection failures `NetworkError` (both retryable), whether they
 happen while sending or in the middle of a stream; their messages name the host and port,
 and for a timeout the limit that ran out, its value and how to change it, and the httpx2
-exception stays chained as the cause. One met waiting for the answer to a request sent
+exception stays chained as the cause. `timeout=` bounds each wait alone; `deadline=` bounds
+a whole call, from sending to the answer's last byte (a stream's end), and running out is a
+timeout that names it (`_Deadline`). One met waiting for the answer to a request sent
 whole reached the provider, and may be billed: it says so (an empty usage beside it),
 but for a connection that broke at once (`_AT_ONCE`), as a kept-alive one a server closed as
 the request arrived does. A cancellation or a Ctrl-C met then (or as a stream that answered
@@ -62,6 +64,7 @@ __all__ = [
     "AsyncStreamResponse",
     "StreamResponse",
     "Transport",
+    "check_deadline",
     "check_timeout",
     "mask_query_in_log",
 ]
@@ -94,6 +97,10 @@ _OWN_CLIENT_ADVICE = (
     "httpx2.Timeout(600.0, connect=5.0)"
 )
 _CALLERS_CLIENT_ADVICE = "change it with `timeout=` on the httpx2 client you gave the transport"
+_DEADLINE_ADVICE = (
+    "change it with the `deadline=` argument of allama.provider(...) (or of the Transport you "
+    "pass): a number of seconds, or None for no limit on the whole call"
+)
 
 
 def _where(request: httpx2.Request | None) -> str:
@@ -126,6 +133,13 @@ def _timeout_message(
     exc: httpx2.TimeoutException, request: httpx2.Request | None, own_client: bool
 ) -> str:
     where = _where(request)
+    deadline = _deadline_of(request)
+    if deadline is not None and deadline.ran_out_by(exc):
+        return (
+            f"the call to {where} took longer than its deadline "
+            f"({_seconds(deadline.seconds)}, from sending to the answer's last byte); "
+            f"{_DEADLINE_ADVICE}"
+        )
     advice = _OWN_CLIENT_ADVICE if own_client else _CALLERS_CLIENT_ADVICE
     for kind, limit, happened in _LIMITS:
         if isinstance(exc, getattr(httpx2, kind)):
@@ -155,7 +169,9 @@ def _body_lost(
     if answer.status >= 400:
         return answer
     error = _failure(exc, request, own_client=own_client, closed=closed)
-    if not closed and not isinstance(exc, httpx2.DecodingError):
+    deadline = _deadline_of(_request_of(exc, request))
+    by_deadline = deadline is not None and deadline.ran_out_by(exc)
+    if not closed and not isinstance(exc, httpx2.DecodingError) and not by_deadline:
         where = _where(_request_of(exc, request))
         error = ServerError(
             f"the answer from {where} was cut off after its status ({answer.status}) "
@@ -208,6 +224,104 @@ _AT_ONCE = 1.0
 arrived, the request not read (a server closing a kept-alive connection as the request
 reached it, which happens under load and costs nothing), not while the provider made the
 answer."""
+
+
+_DEADLINE_KEY = "allama.deadline"
+"""The request extension that holds a call's `_Deadline` (httpx2 and httpcore2 pass other
+extensions by), read where its failure is worded."""
+
+_LIMITS_CUT = ("connect", "read", "write", "pool")
+
+
+class _Deadline:
+    """The `deadline=` of one call: `seconds` from its start to the answer's last byte,
+    ending at `end` (`time.monotonic()`). httpx2 bounds each wait alone (`timeout=`): a
+    server that sends a byte a second, or a keep-alive comment every few seconds, holds a
+    call forever. So every limit is cut to the time left as the call starts (`cut`), the
+    read limit again as the answer's status comes (`answered`), and the body, read in
+    chunks, is checked against the clock after each (`overdue`). A timeout of a limit it
+    cut, or its check, is the deadline running out (`ran_out_by`)."""
+
+    __slots__ = ("configured", "cut", "end", "ran_out", "seconds")
+
+    def __init__(self, seconds: float, start: float) -> None:
+        self.seconds = seconds
+        self.end = start + seconds
+        self.configured: dict[str, Any] = {}
+        self.cut: set[str] = set()
+        """The limits set to the time left, shorter than their own."""
+        self.ran_out = False
+        """Whether a check between chunks found the deadline past."""
+
+    def start(self, request: httpx2.Request) -> None:
+        """Give `request` limits no longer than the deadline, and the deadline itself (in
+        an extensions dict of its own: a template's is shared)."""
+        given = request.extensions.get("timeout")
+        self.configured = dict(given) if isinstance(given, dict) else {}
+        limits = dict(self.configured)
+        for limit in _LIMITS_CUT:
+            own = limits.get(limit)
+            if own is None or own > self.seconds:
+                limits[limit] = self.seconds
+                self.cut.add(limit)
+        request.extensions = {**request.extensions, "timeout": limits, _DEADLINE_KEY: self}
+
+    def answered(self, request: httpx2.Request) -> None:
+        """The status came: the body's reads (whose limit httpcore2 takes as the body
+        begins) wait no longer than the time left now, a millisecond at least (a limit of
+        0 is no wait at all, which httpcore2 reads as a broken connection)."""
+        limits = request.extensions.get("timeout")
+        if not isinstance(limits, dict):
+            return
+        left = max(self.end - time.monotonic(), 0.001)
+        own = self.configured.get("read")
+        if own is None or own > left:
+            request.extensions["timeout"] = {**limits, "read": left}
+            self.cut.add("read")
+
+    def overdue(self, request: httpx2.Request) -> httpx2.ReadTimeout:
+        """The read timeout a chunk that came past the deadline is failed with, worded and
+        recorded as the deadline's (`_timeout_message`, `_body_lost`)."""
+        self.ran_out = True
+        return httpx2.ReadTimeout("the call's deadline passed", request=request)
+
+    def ran_out_by(self, exc: Exception) -> bool:
+        """Whether `exc` is the deadline running out: its check, or a limit it cut."""
+        if not isinstance(exc, httpx2.TimeoutException):
+            return False
+        if isinstance(exc, httpx2.ReadTimeout) and self.ran_out:
+            return True
+        return any(
+            limit in self.cut and isinstance(exc, getattr(httpx2, kind))
+            for kind, limit, _ in _LIMITS
+        )
+
+
+def _deadline_of(request: httpx2.Request | None) -> _Deadline | None:
+    if request is None:
+        return None
+    deadline = request.extensions.get(_DEADLINE_KEY)
+    return deadline if isinstance(deadline, _Deadline) else None
+
+
+def _read_within(response: httpx2.Response, deadline: _Deadline) -> bytes:
+    """The whole body of `response`, read in chunks, each checked against `deadline`."""
+    parts = []
+    for chunk in response.iter_bytes():
+        if time.monotonic() >= deadline.end:
+            raise deadline.overdue(response.request)
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+async def _aread_within(response: httpx2.Response, deadline: _Deadline) -> bytes:
+    """`_read_within` for an async response."""
+    parts = []
+    async for chunk in response.aiter_bytes():
+        if time.monotonic() >= deadline.end:
+            raise deadline.overdue(response.request)
+        parts.append(chunk)
+    return b"".join(parts)
 
 
 _SENT_BODY: type[httpx2.ByteStream] | None = None
@@ -524,9 +638,13 @@ class _OpenStream:
         *,
         own_client: bool = True,
         closed: Callable[[], bool] | None = None,
+        deadline: _Deadline | None = None,
     ) -> None:
         self._response = response
         self._own_client = own_client
+        self._deadline = deadline
+        """The call's deadline, checked after each chunk of the body (its reader's time
+        between chunks counts)."""
         self._closed = closed or _open
         """Whether the client the stream came from was closed under it."""
         self._shut = False
@@ -570,8 +688,15 @@ class StreamResponse(_OpenStream):
         return self._chunks()
 
     def _chunks(self) -> Iterator[bytes]:
+        deadline = self._deadline
         try:
-            yield from self._response.iter_bytes()
+            if deadline is None:
+                yield from self._response.iter_bytes()
+                return
+            for chunk in self._response.iter_bytes():
+                if time.monotonic() >= deadline.end:
+                    raise deadline.overdue(self._response.request)
+                yield chunk
         except _failures() as exc:
             raise self._broken(exc) from exc
         except BaseException as exc:  # a Ctrl-C: raised as itself
@@ -580,7 +705,9 @@ class StreamResponse(_OpenStream):
 
     def read(self) -> bytes:
         try:
-            return self._response.read()
+            if self._deadline is None:
+                return self._response.read()
+            return _read_within(self._response, self._deadline)
         except _failures() as exc:
             return self._lost(exc)
 
@@ -639,8 +766,15 @@ class AsyncStreamResponse(_OpenStream):
     """The async twin of `StreamResponse`."""
 
     async def aiter_bytes(self) -> AsyncIterator[bytes]:
+        deadline = self._deadline
         try:
+            if deadline is None:
+                async for chunk in self._response.aiter_bytes():
+                    yield chunk
+                return
             async for chunk in self._response.aiter_bytes():
+                if time.monotonic() >= deadline.end:
+                    raise deadline.overdue(self._response.request)
                 yield chunk
         except _failures() as exc:
             raise self._broken(exc) from exc
@@ -650,7 +784,9 @@ class AsyncStreamResponse(_OpenStream):
 
     async def aread(self) -> bytes:
         try:
-            return await self._response.aread()
+            if self._deadline is None:
+                return await self._response.aread()
+            return await _aread_within(self._response, self._deadline)
         except _failures() as exc:
             return self._lost(exc)
 
@@ -771,6 +907,19 @@ def check_timeout(value: Any) -> None:
         )
 
 
+def check_deadline(value: Any) -> None:
+    """Check the `deadline=` argument: `None` for none, or a positive, finite number of
+    seconds (the limit on a whole call, which no `timeout=` is)."""
+    if value is None:
+        return
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        raise TypeError(f"deadline must be a number of seconds or None, got {type(value).__name__}")
+    if not 0 < value < float("inf"):
+        raise ValueError(
+            "deadline must be a positive, finite number of seconds (None sets no deadline)"
+        )
+
+
 def _as_timeout(value: float | httpx2.Timeout | None) -> httpx2.Timeout:
     """A checked `timeout=` argument as the `httpx2.Timeout` it stands for."""
     if value is None:
@@ -796,8 +945,10 @@ class Transport:
         limits: httpx2.Limits | None = None,
         client: httpx2.Client | None = None,
         async_client: httpx2.AsyncClient | None = None,
+        deadline: float | None = None,
     ) -> None:
         check_timeout(timeout)
+        check_deadline(deadline)
         for name, value, kind in (
             ("limits", limits, "Limits"),
             ("client", client, "Client"),
@@ -807,6 +958,7 @@ class Transport:
                 raise TypeError(f"{name} must be an httpx2.{kind}, got {type(value).__name__}")
         self._timeout_setting = timeout
         self._timeout: httpx2.Timeout | None = None
+        self._deadline = None if deadline is None else float(deadline)
         self._limits = limits
         self._client = client
         self._async_client = async_client
@@ -843,6 +995,12 @@ class Transport:
         it wait for before it closes the transport (`local` stops its engine first): a call
         that fails meanwhile was closed under."""
         _TRANSPORTS.add(self)
+
+    @property
+    def deadline(self) -> float | None:
+        """Seconds a whole call may take, from sending to the answer's last byte (a
+        stream's end, its reader's time included); `None`: no limit but `timeout`'s."""
+        return self._deadline
 
     @property
     def timeout(self) -> httpx2.Timeout:
@@ -973,15 +1131,22 @@ class Transport:
     def send(self, request: HttpRequest) -> HttpResponse:
         client, own = self._sync(), self._owns_client
         direct = self._direct
+        deadline = None if self._deadline is None else _Deadline(self._deadline, time.monotonic())
         built = None
         status = None
         try:
             built = self._build(client, own, request)
+            if deadline is not None:
+                deadline.start(built)
             if direct is None or direct[0] is not client or self._logged():
                 response = client.send(built, stream=True, follow_redirects=False)
                 status = response.status_code
                 try:
-                    content = response.read()
+                    if deadline is None:
+                        content = response.read()
+                    else:
+                        deadline.answered(built)
+                        content = _read_within(response, deadline)
                 except _failures() as exc:
                     return _body_lost(
                         _emptied(response), exc, built, own, self._closed_under(client)
@@ -993,7 +1158,11 @@ class Transport:
             response.request = built
             status = response.status_code
             try:
-                content = response.read()
+                if deadline is None:
+                    content = response.read()
+                else:
+                    deadline.answered(built)
+                    content = _read_within(response, deadline)
             except _failures() as exc:
                 kept = _received(client, response, b"")  # its cookies, as any answer's
                 return _body_lost(kept, exc, built, own, self._closed_under(client))
@@ -1012,15 +1181,22 @@ class Transport:
     async def asend(self, request: HttpRequest) -> HttpResponse:
         client, own = self._async(), self._owns_async_client
         direct = self._adirect
+        deadline = None if self._deadline is None else _Deadline(self._deadline, time.monotonic())
         built = None
         status = None
         try:
             built = self._build(client, own, request)
+            if deadline is not None:
+                deadline.start(built)
             if direct is None or direct[0] is not client or self._logged():
                 response = await client.send(built, stream=True, follow_redirects=False)
                 status = response.status_code
                 try:
-                    content = await response.aread()
+                    if deadline is None:
+                        content = await response.aread()
+                    else:
+                        deadline.answered(built)
+                        content = await _aread_within(response, deadline)
                 except _failures() as exc:
                     return _body_lost(_emptied(response), exc, built, own, client.is_closed)
                 finally:
@@ -1030,7 +1206,11 @@ class Transport:
             response.request = built
             status = response.status_code
             try:
-                content = await response.aread()
+                if deadline is None:
+                    content = await response.aread()
+                else:
+                    deadline.answered(built)
+                    content = await _aread_within(response, deadline)
             except _failures() as exc:
                 kept = _received(client, response, b"")  # its cookies, as any answer's
                 return _body_lost(kept, exc, built, own, client.is_closed)
@@ -1047,12 +1227,20 @@ class Transport:
 
     def open_stream(self, request: HttpRequest) -> StreamResponse:
         client, own = self._sync(), self._owns_client
+        deadline = None if self._deadline is None else _Deadline(self._deadline, time.monotonic())
         built = None
         try:
             built = self._build(client, own, request)
+            if deadline is not None:
+                deadline.start(built)
             response = client.send(built, stream=True, follow_redirects=False)
+            if deadline is not None:
+                deadline.answered(built)
             return StreamResponse(
-                response, own_client=own, closed=lambda: self._closed_under(client)
+                response,
+                own_client=own,
+                closed=lambda: self._closed_under(client),
+                deadline=deadline,
             )
         except _sending_failures() as exc:
             closed = self._closed_under(client)
@@ -1065,11 +1253,18 @@ class Transport:
 
     async def aopen_stream(self, request: HttpRequest) -> AsyncStreamResponse:
         client, own = self._async(), self._owns_async_client
+        deadline = None if self._deadline is None else _Deadline(self._deadline, time.monotonic())
         built = None
         try:
             built = self._build(client, own, request)
+            if deadline is not None:
+                deadline.start(built)
             response = await client.send(built, stream=True, follow_redirects=False)
-            return AsyncStreamResponse(response, own_client=own, closed=lambda: client.is_closed)
+            if deadline is not None:
+                deadline.answered(built)
+            return AsyncStreamResponse(
+                response, own_client=own, closed=lambda: client.is_closed, deadline=deadline
+            )
         except _sending_failures() as exc:
             if isinstance(exc, RuntimeError) and not client.is_closed:
                 raise
@@ -1174,4 +1369,6 @@ class Transport:
         )
 
     def __repr__(self) -> str:
+        if self._deadline is not None:
+            return f"Transport(timeout={self.timeout!r}, deadline={self._deadline!r})"
         return f"Transport(timeout={self.timeout!r})"

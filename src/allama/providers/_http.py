@@ -33,6 +33,7 @@ from allama.adapters._http import (
     HttpRequest,
     HttpResponse,
     is_secret_header,
+    names_no_method,
     names_nothing_found,
     read_json,
 )
@@ -59,7 +60,7 @@ from allama.providers._options import (
     key_fault,
 )
 from allama.providers._presets import Preset
-from allama.transport import Transport, check_timeout, mask_query_in_log
+from allama.transport import Transport, check_deadline, check_timeout, mask_query_in_log
 from allama.types import CapabilitySupport, ChatCapability, RequestField
 
 # Building a provider loads no pydantic model: what a call needs (the vocabulary's models,
@@ -358,6 +359,7 @@ def _check_options(
     headers: object,
     transport: object,
     endpoint: object,
+    deadline: object = None,
     api_version: object,
     account_id: object,
     project: object,
@@ -383,12 +385,14 @@ def _check_options(
             raise TypeError(
                 f"transport must be an allama Transport, got {type(transport).__name__}"
             )
-        if timeout is not None:
-            raise ValueError(
-                "timeout= has no effect with transport=: pass it to the Transport instead"
-            )
+        for name, value in (("timeout", timeout), ("deadline", deadline)):
+            if value is not None:
+                raise ValueError(
+                    f"{name}= has no effect with transport=: pass it to the Transport instead"
+                )
     else:
         check_timeout(timeout)
+        check_deadline(deadline)
 
 
 class HttpOptions(TypedDict, total=False):
@@ -398,6 +402,7 @@ class HttpOptions(TypedDict, total=False):
     api_key: str | None
     base_url: str | None
     timeout: float | httpx2.Timeout | None
+    deadline: float | None
     headers: Mapping[str, str] | None
     transport: Transport | None
     capabilities: object | None
@@ -424,7 +429,9 @@ class HttpProvider:
     one, called for every request: a Microsoft Entra ID token expires within the hour, and
     a token provider hands out a fresh one), `credentials`
     (google-auth credentials for Vertex AI, refreshed as they expire), `headers` (extra
-    request headers), `timeout`, `transport`, `capabilities` (a capability table of the
+    request headers), `timeout` (the longest wait for the next bytes), `deadline` (seconds
+    a whole call may take, from sending to the answer's last byte), `transport`,
+    `capabilities` (a capability table of the
     preset's dialect, replacing its own), `tracer_provider` (an OpenTelemetry tracer
     provider for this provider's call spans instead of the global one) and
     `capture_content` (record prompts and outputs on those spans; by default as
@@ -441,6 +448,7 @@ class HttpProvider:
         headers: Mapping[str, str] | None = None,
         transport: Transport | None = None,
         capabilities: object | None = None,
+        deadline: float | None = None,
         endpoint: str | None = None,
         api_version: str | None = None,
         account_id: str | None = None,
@@ -458,6 +466,7 @@ class HttpProvider:
             headers=headers,
             transport=transport,
             endpoint=endpoint,
+            deadline=deadline,
             api_version=api_version,
             account_id=account_id,
             project=project,
@@ -593,7 +602,7 @@ class HttpProvider:
             self._tokens = RefreshingToken(preset.name, credentials)
         if self._url_query and self._base_url is not None:
             mask_query_in_log(self._base_url)
-        self._transport = transport or Transport(timeout=timeout)
+        self._transport = transport or Transport(timeout=timeout, deadline=deadline)
         self._owns_transport = transport is None
         self._tracing = (
             None
@@ -1047,14 +1056,25 @@ class HttpProvider:
 
     def _not_found_at(self, error: Error, url: str | None) -> Error:
         """A 404 that says nothing but "Not Found" (`names_nothing_found`: the server serves
-        nothing at the path, not the API's word on a model) with the path it was sent to
+        nothing at the path, not the API's word on a model), or a 405 that says nothing but
+        "Method Not Allowed" (`names_no_method`: the path takes no POST, another app is at
+        the base URL), with the path it was sent to
         (not the query, which may hold a key) and what to check: the base URL, which an
         OpenAI-compatible server's usually ends with `/v1` (not added, as some serve at
         their root), or, for an API chosen with `api=` (`responses`), whether the server
         serves it at all (many that serve Chat Completions do not)."""
-        if url is None or not isinstance(error, NotFoundError):
+        if url is None:
             return error
-        if error.context.status != 404 or not names_nothing_found(error.message or ""):
+        status = error.context.status
+        if status == 405 and names_no_method(error.message or ""):
+            said = error.message or "Method Not Allowed"
+        elif (
+            status == 404
+            and isinstance(error, NotFoundError)
+            and names_nothing_found(error.message or "")
+        ):
+            said = error.message or "Not Found"
+        else:
             return error
         path = _url_path(url).partition("?")[0] or "/"
         advice = "check the base URL"
@@ -1063,7 +1083,7 @@ class HttpProvider:
             advice += "; an OpenAI-compatible server's usually ends in /v1"
         if self._preset.api in self._preset.apis:  # one chosen with `api=`, not the preset's
             advice += f"; or the server does not serve api={self._preset.api!r}"
-        message = f"{error.message or 'Not Found'} (POST {path}: {advice})"
+        message = f"{said} (POST {path}: {advice})"
         error.message = message
         error.args = (message,)
         return error
@@ -1238,6 +1258,12 @@ class HttpProvider:
             if not 200 <= handle.status < 300:
                 handle.close()
                 _check_answered(handle.status, handle.headers)
+            if _html_answer(handle.headers):
+                try:
+                    body = handle.read()
+                finally:
+                    handle.close()
+                raise _no_stream(body)
         except Error as error:
             self._scrub(error.with_provider(self.name).with_model(request.model), http)
             raise
@@ -1392,6 +1418,12 @@ class HttpProvider:
             if not 200 <= handle.status < 300:
                 await handle.aclose()
                 _check_answered(handle.status, handle.headers)
+            if _html_answer(handle.headers):
+                try:
+                    body = await handle.aread()
+                finally:
+                    await handle.aclose()
+                raise _no_stream(body)
         except Error as error:
             self._scrub(error.with_provider(self.name).with_model(request.model), http)
             raise
@@ -1724,6 +1756,25 @@ _TOKEN_FAULTS = {
     "ascii": "with a character outside ASCII, which an HTTP header cannot carry",
 }
 """`_token_fault`'s words for each of `key_fault`'s findings."""
+
+
+_HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+
+
+def _html_answer(headers: Mapping[str, str]) -> bool:
+    """Whether a streamed call's 2xx answer is labelled an HTML page: no dialect streams
+    one (a proxy's sign-in page, a web server's where the API is not)."""
+    media = headers.get("content-type", "").partition(";")[0].strip().lower()
+    return media in _HTML_TYPES
+
+
+def _no_stream(body: bytes) -> Error:
+    """The error of a streamed call answered with an HTML page (`_html_answer`), read whole:
+    a server error whose cost is unknown, as a call not streamed raises for it
+    (`not_a_stream`)."""
+    from allama.adapters._not_a_response import not_a_stream
+
+    return not_a_stream(body.removeprefix(_BOM))
 
 
 def _check_answered(status: int, headers: Mapping[str, str]) -> None:
