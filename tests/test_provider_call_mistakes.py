@@ -19,9 +19,12 @@ from pydantic import BaseModel
 import allama
 from allama import ChatRequest
 from allama.errors import (
+    REPORTED_USAGE_KEY,
     ContextWindowExceededError,
     NetworkError,
     NotFoundError,
+    ServerError,
+    paid_for,
 )
 from allama.mock import FunctionProvider, MockProvider, MockStreamingProvider, TestProvider
 from allama.transport import Transport
@@ -335,9 +338,7 @@ def test_a_bodiless_404_of_another_dialect_says_check_the_base_url() -> None:
     )
     with pytest.raises(NotFoundError) as raised:
         provider.chat(ChatRequest("claude-sonnet-4-5").user("Hi"))
-    assert raised.value.message == (
-        '{"detail": "Not Found"} (POST /proxy/v1/messages: check the base URL)'
-    )
+    assert raised.value.message == "Not Found (POST /proxy/v1/messages: check the base URL)"
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -363,6 +364,174 @@ def test_a_bodiless_404_of_an_api_chosen_with_api_says_the_server_may_not_serve_
         "api='responses')"
     )
     assert sent == ["http://h/v1/responses"]
+
+
+# A 405 (the path takes no POST: another app at the base URL) names the path as a 404 does;
+# a web framework's `{"detail": "..."}` is read as the message in every dialect.
+
+DIALECTS = [
+    # preset, base URL, model, the path a call is sent to (a stream's, where it differs)
+    ("openai", "http://h/v1", "gpt-4o-mini", "/v1/chat/completions", None),
+    ("anthropic", "http://h", "claude-sonnet-4-5", "/v1/messages", None),
+    (
+        "gemini",
+        "http://h/v1beta",
+        "gemini-2.5-flash",
+        "/v1beta/models/gemini-2.5-flash:generateContent",
+        "/v1beta/models/gemini-2.5-flash:streamGenerateContent",
+    ),
+    ("ollama", "http://h", "llama3", "/api/chat", None),
+]
+
+
+def _every_call(provider: Any, request: ChatRequest) -> dict[str, Callable[[], object]]:
+    """Each way to call `provider` (a stream read to its end), sync and async."""
+
+    def stream() -> None:
+        with provider.chat_stream(request) as events:
+            for _ in events:
+                pass
+
+    async def astream() -> None:
+        events = await provider.achat_stream(request)
+        async with events:
+            async for _ in events:
+                pass
+
+    return {
+        "chat": lambda: provider.chat(request),
+        "achat": lambda: asyncio.run(provider.achat(request)),
+        "chat_stream": stream,
+        "achat_stream": lambda: asyncio.run(astream()),
+    }
+
+
+@pytest.mark.parametrize(("preset", "base_url", "model", "path", "stream_path"), DIALECTS)
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        ({"detail": "Method Not Allowed"}, "Method Not Allowed"),
+        (b"Method Not Allowed", "Method Not Allowed"),
+        (
+            b"<html><head><title>405 Not Allowed</title></head><body>nginx</body></html>",
+            "the provider answered HTTP 405 with an HTML page (not its API's error): "
+            "405 Not Allowed",
+        ),
+    ],
+)
+def test_a_405_names_the_path_and_says_check_the_base_url(
+    preset: str,
+    base_url: str,
+    model: str,
+    path: str,
+    stream_path: str | None,
+    body: bytes | dict[str, Any],
+    said: str,
+) -> None:
+    provider = allama.provider(
+        preset, api_key="sk-abcdefgh", base_url=base_url, transport=_answering(405, body, [])
+    )
+    for way, call in _every_call(provider, ChatRequest(model).user("Hi")).items():
+        sent = stream_path if stream_path and "stream" in way else path
+        with pytest.raises(allama.InvalidRequestError) as raised:
+            call()
+        assert raised.value.message == f"{said} (POST {sent}: check the base URL)", way
+        assert raised.value.context.status == 405
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"detail": "json_object response format is not supported for model: m"},  # DeepInfra
+        {"error": {"message": "json_object response format is not supported for model: m"}},
+    ],
+)
+def test_a_405_in_the_apis_own_words_is_kept_as_they_are(body: dict[str, Any]) -> None:
+    provider = allama.provider(
+        "openai-compatible", base_url="http://h/v1", transport=_answering(405, body, [])
+    )
+    with pytest.raises(allama.Error) as raised:
+        provider.chat(ChatRequest("m").user("Hi"))
+    assert raised.value.message == "json_object response format is not supported for model: m"
+
+
+@pytest.mark.parametrize(("preset", "base_url", "model", "path", "stream_path"), DIALECTS)
+def test_a_web_frameworks_detail_is_the_message_in_every_dialect(
+    preset: str, base_url: str, model: str, path: str, stream_path: str | None
+) -> None:
+    provider = allama.provider(
+        preset,
+        api_key="sk-abcdefgh",
+        base_url=base_url,
+        transport=_answering(400, {"detail": "Unsupported field: stream_options"}, []),
+    )
+    for way, call in _every_call(provider, ChatRequest(model).user("Hi")).items():
+        with pytest.raises(allama.InvalidRequestError) as raised:
+            call()
+        assert raised.value.message == "Unsupported field: stream_options", way
+        assert raised.value.context.body == '{"detail": "Unsupported field: stream_options"}'
+
+
+# A 200 that is an HTML page (a proxy's sign-in page) is that, streamed or not: a server
+# error to try again, made and of a cost unknown, that says to check the base URL.
+
+SIGN_IN = b"<html><head><title>Sign in</title></head><body>Please log in</body></html>"
+
+
+def _page(body: bytes, content_type: str = "text/html; charset=utf-8") -> Transport:
+    """A transport answering every request 200 with `body`, labelled `content_type`."""
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(200, content=body, headers={"content-type": content_type})
+
+    return Transport(
+        client=httpx2.Client(transport=httpx2.MockTransport(handler)),
+        async_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handler)),
+    )
+
+
+@pytest.mark.parametrize(
+    ("preset", "base_url", "model", "what"),
+    [
+        ("openai", "http://h/v1", "gpt-4o-mini", "a chat completion"),
+        ("anthropic", "http://h", "claude-sonnet-4-5", "a message"),
+        ("gemini", "http://h/v1beta", "gemini-2.5-flash", "a response"),
+        ("ollama", "http://h", "llama3", "a response"),
+    ],
+)
+def test_a_200_html_page_is_a_server_error_of_a_cost_unknown_streamed_or_not(
+    preset: str, base_url: str, model: str, what: str
+) -> None:
+    provider = allama.provider(
+        preset, api_key="sk-abcdefgh", base_url=base_url, transport=_page(SIGN_IN)
+    )
+    for way, call in _every_call(provider, ChatRequest(model).user("Hi")).items():
+        with pytest.raises(allama.Error) as raised:
+            call()
+        error = raised.value
+        why = "an HTML page, not JSON" if way in ("chat", "achat") else "an HTML page"
+        answer = what if way in ("chat", "achat") else "a stream"
+        assert type(error) is ServerError, way
+        assert (error.message, error.retryable) == (
+            f"the provider answered with a body that is not {answer}: it is {why} (check the "
+            "base URL, or a proxy in between): Sign in",
+            True,
+        )
+        assert error.context.body == SIGN_IN.decode()
+        assert error.context.metadata == {REPORTED_USAGE_KEY: {}}
+        assert paid_for(error) == [{"provider": preset, "model": model, "usage": {}}]
+
+
+def test_a_200_html_page_without_a_title_says_its_words() -> None:
+    provider = allama.provider(
+        "openai", api_key="sk-abcdefgh", transport=_page(b"<html><body>Blocked</body></html>")
+    )
+    with pytest.raises(ServerError) as raised:
+        provider.chat_stream(REQUEST)
+    assert raised.value.message == (
+        "the provider answered with a body that is not a stream: it is an HTML page (check the "
+        "base URL, or a proxy in between): Blocked"
+    )
 
 
 def test_a_404_in_the_providers_own_words_is_kept_as_they_are() -> None:

@@ -82,7 +82,11 @@ ADAPTERS = [
 ]
 
 BODIES = {
-    "html": ("text/html", b"<html><body>ok</body></html>", "it is not JSON"),
+    "html": (
+        "text/html",
+        b"<html><body>ok</body></html>",
+        "it is an HTML page, not JSON (check the base URL, or a proxy in between): ok",
+    ),
     "list": ("application/json", b"[1,2,3]", "it is not a JSON object"),
     "shapeless": ("application/json", b'{"detail": "ok"}', None),
 }

@@ -25,8 +25,10 @@ __all__ = [
     "HttpResponse",
     "SECRET_HEADERS",
     "body_message",
+    "html_heading",
     "http_date",
     "is_secret_header",
+    "names_no_method",
     "names_nothing_found",
     "option_fields",
     "origin",
@@ -251,12 +253,41 @@ def body_message(text: str, status: int) -> str:
     """The message of an error body that is not the provider's JSON: the text as it is, or,
     for an HTML page (a proxy's or a gateway's, such as Cloudflare's 502), what its title
     (or heading, or else its words) says rather than the page's markup, at most 200
-    characters of it; `HTTP <status>` for an empty body."""
+    characters of it; `HTTP <status>` for an empty body. A web framework's error
+    (FastAPI's, Starlette's `{"detail": "Method Not Allowed"}`: a server that is no such
+    API, behind a wrong base URL) is its `detail`, where the dialect's own shape is not."""
     stripped = text.strip()
     if not stripped:
         return f"HTTP {status}"
-    if not stripped[:20].lower().startswith(_HTML_START):
+    detail = _framework_detail(stripped)
+    if detail is not None:
+        return detail
+    heading = html_heading(stripped)
+    if heading is None:
         return stripped
+    page = f"{_HTML_PAGE} HTTP {status} {_WITH_A_PAGE}"
+    return f"{page}: {heading}" if heading else page
+
+
+def _framework_detail(text: str) -> str | None:
+    """The `detail` of a web framework's error body (`{"detail": "<words>"}`), else `None`."""
+    if not text.startswith("{") or '"detail"' not in text:
+        return None
+    try:
+        payload = wire_json(text)
+    except ValueError:
+        return None
+    detail = payload.get("detail") if isinstance(payload, dict) else None
+    return detail.strip() if isinstance(detail, str) and detail.strip() else None
+
+
+def html_heading(text: str) -> str | None:
+    """What an HTML page's title (or heading, or else its words) says, at most 200
+    characters of it (`""` for a page that says nothing); `None` for a body that is no HTML
+    page."""
+    stripped = text.strip()
+    if not stripped[:20].lower().startswith(_HTML_START):
+        return None
     import html
     import re
 
@@ -265,9 +296,7 @@ def body_message(text: str, status: int) -> str:
     if not heading.strip():
         # No title: the words on the page, without its scripts and styles.
         heading = re.sub(r"(?is)<(script|style)\b.*?</\1\s*>", " ", stripped)
-    heading = " ".join(html.unescape(re.sub(r"<[^>]*>", " ", heading)).split())[:200]
-    page = f"{_HTML_PAGE} HTTP {status} {_WITH_A_PAGE}"
-    return f"{page}: {heading}" if heading else page
+    return " ".join(html.unescape(re.sub(r"<[^>]*>", " ", heading)).split())[:200]
 
 
 _HTML_PAGE = "the provider answered"
@@ -286,6 +315,21 @@ def names_nothing_found(message: str) -> bool:
     answer to a path it does not serve (a base URL missing its `/v1`), not the API's word on
     a model or a resource, which would say which."""
     return _NOTHING_FOUND.fullmatch(message) is not None
+
+
+_NOTHING_ALLOWED = re.compile(
+    rf"(?i)(?:{_HTML_PAGE} HTTP 405 {re.escape(_WITH_A_PAGE)})?"
+    r"(?:[\W_]|http|405|error|detail|message|status|code|page|method|not[\W_]+allowed)*"
+)
+"""A 405's message that says nothing but that (`body_message`'s of a bodiless answer or a
+web server's page, a web framework's `{"detail": "Method Not Allowed"}`)."""
+
+
+def names_no_method(message: str) -> bool:
+    """Whether a 405's `message` says no more than that the method is not allowed: a path
+    that takes no POST (another app at the base URL), not the API's word on the request
+    (DeepInfra refuses JSON mode with a 405 that says so)."""
+    return _NOTHING_ALLOWED.fullmatch(message) is not None
 
 
 def rfc3339_seconds(stamp: Any) -> float | None:
