@@ -87,8 +87,8 @@ def provider(name: str, **options: Any) -> HttpProvider:
     Options: `api` (which of the endpoint's APIs to speak: `"chat"`, Chat Completions, by
     default; `"responses"`, the Responses API, on `openai`, `azure-openai`, `xai`,
     `openrouter` and `openai-compatible`), `api_key` (else the preset's environment
-    variable), `base_url`, `timeout`, `headers`, `transport`, and per preset `endpoint` /
-    `api_version` (Azure OpenAI and Azure AI Foundry),
+    variable), `base_url`, `timeout`, `deadline`, `headers`, `transport`, and per preset
+    `endpoint` / `api_version` (Azure OpenAI and Azure AI Foundry),
     `account_id` (Workers AI), or `model` / `threads` / `context` / `parallel` (`local`,
     which starts llama.cpp on its first request); `tracer_provider` and `capture_content`
     for OpenTelemetry spans of its calls (see `HttpProvider`). A preset without its base URL
