@@ -92,6 +92,21 @@ class Degradations:
             .with_provider(self.provider)
         )
 
+    def temperature_within(
+        self, temperature: float | None, most: float | None, display: str
+    ) -> float | None:
+        """`temperature`, or `None` (with a warning, refused under `ERROR`) above `most`,
+        what `display` takes: sent, the whole request would be refused. One wording for every
+        endpoint that has such a limit (OpenAI's family, Gemini)."""
+        if temperature is None or most is None or temperature <= most:
+            return temperature
+        self.refuse(
+            RequestField.TEMPERATURE,
+            f"{display} takes `temperature` from 0 to {most:g}",
+            instead=f"{temperature:g} was left out",
+        )
+        return None
+
     def refuse(
         self,
         field: RequestField,

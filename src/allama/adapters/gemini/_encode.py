@@ -510,17 +510,11 @@ class _Encoder:
 
     def temperature_in_range(self, temperature: float | None) -> float | None:
         """`temperature`, or `None` (with a warning) above what Gemini takes: sent, the whole
-        request would be refused (the Gemini API and Vertex AI answer 400 past 2), as the
-        OpenAI-compatible presets' `max_temperature` leaves it out, in their words. (`top_p`
+        request would be refused (the Gemini API and Vertex AI answer 400 past 2). (`top_p`
         outside 0 to 1 is refused when the request is made.)"""
-        if temperature is None or temperature <= MAX_TEMPERATURE:
-            return temperature
-        self.degradations.refuse(
-            RequestField.TEMPERATURE,
-            f"{self.profile.display_name} takes `temperature` from 0 to {MAX_TEMPERATURE:g}",
-            instead=f"{temperature:g} was left out",
+        return self.degradations.temperature_within(
+            temperature, MAX_TEMPERATURE, self.profile.display_name
         )
-        return None
 
     def logprobs(self, top: int) -> dict[str, Any]:
         """`responseLogprobs` (and `logprobs`, the alternatives per position, 1 to 20)."""

@@ -1322,15 +1322,10 @@ class _Encoder:
     def temperature_in_range(self, temperature: float | None) -> float | None:
         """`temperature`, or `None` (with a warning) above what the endpoint takes: sent,
         the whole request would be refused."""
-        most = self.profile.max_temperature
-        if temperature is None or most is None or temperature <= most:
-            return temperature
-        self.degradations.refuse(
-            RequestField.TEMPERATURE,
-            f"{self.profile.display_name} takes `temperature` from 0 to {most:g}",
-            instead=f"{temperature:g} was left out",
+        profile = self.profile
+        return self.degradations.temperature_within(
+            temperature, profile.max_temperature, profile.display_name
         )
-        return None
 
     # Everything
 
