@@ -172,6 +172,8 @@ _NO_ENDPOINT_FIELD = (
 _GO_DURATION = r"(\d+(?:\.\d+)?)(ms|us|µs|μs|ns|h|m|s)"
 """A unit of Go's durations (`6m0s`, `850µs`: Go writes what is under a millisecond in µs
 or ns)."""
+_GO_DURATIONS = re.compile(r"(?:\d+(?:\.\d+)?(?:ms|us|µs|μs|ns|h|m|s))+")
+"""A whole Go duration: its units one after another, nothing else."""
 _UNIT_SECONDS = {
     "h": 3600.0,
     "m": 60.0,
@@ -420,6 +422,8 @@ def _duration(value: str) -> float | None:
     if _SECONDS.fullmatch(value):
         seconds = float(value)
     else:
+        if not _GO_DURATIONS.fullmatch(value):  # (checked whole first: a long run of digits
+            return None  # with no unit would be scanned again from each of them)
         parts = re.findall(_GO_DURATION, value)
         if not parts or "".join(n + u for n, u in parts) != value:
             return None
