@@ -234,6 +234,48 @@ def test_a_budget_without_genai_prices_is_refused_before_anything_is_sent(
     assert run.summary.cost_missing == "install allama[prices] for costs"
 
 
+_OWN_REASONS = {
+    "vllm": "no price for a model run locally (vllm)",
+    "ollama": "no price for a model Ollama serves, locally or in its cloud (ollama)",
+    "openai-compatible": "no price list for an endpoint of your own (openai-compatible)",
+}
+
+
+@pytest.mark.parametrize("prices", [True, False], ids=["with-genai-prices", "without"])
+@pytest.mark.parametrize(
+    "members",
+    [
+        ("openrouter", "vllm"),
+        ("vllm", "openrouter"),
+        ("openrouter", "ollama"),
+        ("openrouter", "openai-compatible"),
+        ("openai", "vllm"),
+    ],
+    ids="-".join,
+)
+def test_a_failover_holding_a_local_or_own_endpoint_is_refused_for_what_it_is(
+    slow: BatchServer, monkeypatch: pytest.MonkeyPatch, members: tuple[str, str], prices: bool
+) -> None:
+    """A member run locally or of the caller's own has no price whether or not genai-prices
+    is installed: the failover is refused before anything is sent, for that member's
+    reason, never told to install genai-prices, which would not price it."""
+    if not prices:
+        monkeypatch.setitem(sys.modules, "genai_prices", None)
+
+    def member(preset: str) -> allama.HttpProvider:
+        url = slow.url.removesuffix("/v1") if preset == "ollama" else slow.url
+        return allama.provider(preset, api_key="sk-test", base_url=url)
+
+    either = FailoverProvider([member(preset) for preset in members])
+    own = next(preset for preset in members if preset in _OWN_REASONS)
+    with pytest.raises(ValueError) as refused:
+        allama.batch(either, Row, docs(3), request=ChatRequest("gpt-4o-mini"), max_cost=1)
+    assert str(refused.value) == (
+        f"max_cost cannot be kept with provider failover({', '.join(members)}): {_OWN_REASONS[own]}"
+    )
+    assert sum(slow.sent.values()) == 0
+
+
 class _Routed(ReplyHandler):
     """Answers as OpenRouter does, with what the call cost (`usage.cost`, its parts)."""
 

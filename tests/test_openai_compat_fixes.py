@@ -2387,7 +2387,19 @@ def test_mistrals_adjustable_reasoning_is_sent_none_or_high(
 
 @pytest.mark.parametrize(
     "model",
-    ["mistral-large-latest", "mistral-large-2411", "mistral-medium-2508", "codestral-latest"],
+    [
+        "mistral-large-latest",
+        "mistral-large-2411",
+        "mistral-medium-2508",
+        "codestral-latest",
+        # Of no row: Mistral names its adjustable models one by one, the others answer 422.
+        "mistral-small-2506",  # Small 3.2, and Small 1 below: older than Small 4 (2603)
+        "mistral-small-2402",
+        "open-mistral-nemo",
+        "ministral-8b-latest",
+        "pixtral-large-latest",
+        "devstral-medium-latest",
+    ],
 )
 def test_mistrals_models_without_reasoning_are_sent_no_effort(model: str) -> None:
     assert _effort_sent("mistral", model, "high") == (
@@ -2407,9 +2419,11 @@ def test_magistral_medium_which_always_reasons_is_sent_no_effort(effort: str) ->
     _effort_refused_under_error("mistral", model, effort)
 
 
-def test_a_mistral_model_of_no_row_is_sent_its_effort_as_asked() -> None:
-    # (A guard: Mistral does not say which of its other models take one.)
-    assert _effort_sent("mistral", "ministral-8b-latest", "medium") == ("medium", [])
+@pytest.mark.parametrize("model", ["mistral-large-4", "mistral-large-4-0"])
+def test_mistral_large_4_which_takes_levels_of_effort_is_sent_its_effort_as_asked(
+    model: str,
+) -> None:
+    assert _effort_sent("mistral", model, "medium") == ("medium", [])
 
 
 @pytest.mark.parametrize("api", ["chat", "responses"])

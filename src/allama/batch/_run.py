@@ -1274,15 +1274,22 @@ def unpriced_provider(provider: ChatProvider) -> str | None:
     a provider before anything is sent: each answer would cost an unknown amount. Elsewhere
     a model genai-prices does not know is no such proof (the answer may name a priced model,
     an Azure deployment's, or say its own cost): there the run finds out at its first
-    answer, one input of that model in flight until then (`_Runner.priced_first`)."""
-    if provider.name in LOCAL_PRESETS or provider.name in OWN_ENDPOINTS:
-        reason = cost_of(provider.name, None, None)
-        return reason if isinstance(reason, str) else None
-    # Each provider a failover may answer from: one of them unpriced is an answer whose
-    # cost is unknown, which the run would stop at after paying for it.
+    answer, one input of that model in flight until then (`_Runner.priced_first`).
+
+    Each provider a failover may answer from is asked in turn: one of them unpriced is an
+    answer whose cost is unknown, which the run would stop at after paying for it. A local
+    or own endpoint is named for what it is before any want of genai-prices, which would
+    not price it either."""
     names = [str(getattr(leaf, "name", "")) for leaf in _leaves(provider)]
+    for name in names:
+        if name in LOCAL_PRESETS or name in OWN_ENDPOINTS:
+            reason = cost_of(name, None, None)
+            if isinstance(reason, str):
+                return reason
+    if _genai_prices() is not None:
+        return None
     unpriced = next((name for name in names if name not in _COSTED_BY_ITSELF), None)
-    if unpriced is None or _genai_prices() is not None:
+    if unpriced is None:
         return None
     return f"no price for {unpriced}'s answers without the genai-prices package: {_PRICES_INSTALL}"
 

@@ -687,16 +687,27 @@ _XAI_ROWS = (
     ModelFamily("grok-*", StructuredLevel.STRICT, reasoning=N),
 )
 
-_MISTRAL_DEFAULT = ModelFamily("*", StructuredLevel.STRICT, reasoning=U, logprobs=N)
+_MISTRAL_DEFAULT = ModelFamily("*", StructuredLevel.STRICT, reasoning=N, logprobs=N)
+"""A Mistral id of no row: sent no reasoning effort, with a warning (refused under
+`UnsupportedPolicy.ERROR`), and nothing for `none`. Mistral names the models of adjustable
+reasoning one by one (its reasoning pages), and the others answer 400 or 422 to an effort
+("not enabled for this model"; dust#27613 for Large, hermes-agent#11243: "All other Mistral
+models: None / No (422)"): Large 3 and before, Medium 3 and 3.1, Small 3.2 and before
+(`mistral-small-2506`, `-2402`), Codestral, Ministral, Nemo, Pixtral, Devstral."""
 _MISTRAL_ROWS = (
     # Adjustable reasoning (Mistral's reasoning pages): Small 4 (`mistral-small-2603`, which
     # `mistral-small-latest` names) and Medium 3.5 (`mistral-medium-3-5`, dated 2604) take
     # `reasoning_effort` `none` or `high` alone, and answer 400 to another ("reasoning_effort=
     # 'medium' is not supported for this model. Must be one of (none, high)"; the set as
-    # probed by celeste-python#311, vercel/ai#13688 and inspect_ai#4711).
+    # probed by celeste-python#311, vercel/ai#13688 and inspect_ai#4711). Small 4 is named by
+    # its date alone: the older Smalls (`mistral-small-2506`, `-2402`) do not reason.
     # `mistral-medium-latest` names Medium 3.5 since Medium 3.1 was deprecated (models.dev's
     # record of it; celeste-python#311 probed it taking both), and `magistral-small-latest`
     # took both when probed (models.dev#1986, celeste-python#311): third-party probes only.
+    # The sources disagree on Magistral Small: Mistral's pages call it native reasoning (it
+    # always reasons) and document no effort for it, and hermes-agent#11243's table, drawn
+    # from those pages rather than sent, says 422. The row stands on the probes, requests
+    # actually answered, which told it apart from Magistral Medium's refusal below.
     *(
         replace(_MISTRAL_DEFAULT, pattern=pattern, reasoning=S, efforts=_NONE_OR_HIGH)
         for pattern in (
@@ -712,23 +723,10 @@ _MISTRAL_ROWS = (
     # Magistral Medium always reasons and answers 400 to an effort ("reasoning_effort not
     # enabled", celeste-python#311): every effort is refused, `none` too.
     replace(_MISTRAL_DEFAULT, pattern="magistral-medium*", reasoning=S, efforts=_NO_EFFORT),
-    # Models without adjustable reasoning answer 400 or 422 to an effort ("not enabled for
-    # this model"; dust#27613 for Large, hermes-agent#11243 for the others): Large 3 and
-    # before, Medium 3 and 3.1, Codestral. Sent none. (Large 4, `mistral-large-4*`, reasons:
-    # no row, sent as asked.)
-    *(
-        replace(_MISTRAL_DEFAULT, pattern=pattern, reasoning=N)
-        for pattern in (
-            "mistral-large-latest",
-            "mistral-large-2*",
-            "mistral-medium-2505",
-            "mistral-medium-2508",
-            "codestral*",
-        )
-    ),
+    # Large 4 (`mistral-large-4`, `mistral-large-4-0`) reasons, and takes levels of effort
+    # (Mistral's reasoning page: low to high): sent as asked.
+    replace(_MISTRAL_DEFAULT, pattern="mistral-large-4*", reasoning=S),
 )
-"""Other Mistral ids (Ministral, Devstral, Pixtral, Large 4) are sent their effort as asked:
-which take one Mistral does not say."""
 
 # V4 thinks by default (`thinking: {"type": "disabled"}` turns it off, DeepSeek's
 # thinking-mode guide), and then ignores sampling as the reasoner does and takes no forced
