@@ -23,13 +23,17 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
+    Discriminator,
     Field,
     FutureDatetime,
     PastDate,
     PastDatetime,
+    PlainValidator,
     RootModel,
+    Tag,
     TypeAdapter,
     ValidationError,
+    ValidationInfo,
     WrapValidator,
     computed_field,
     condate,
@@ -349,6 +353,21 @@ class Tags(TypedDict):
     tags: list[Annotated[str, Field(pattern="(?P<a>x)(?P<a>y)")]]
 
 
+class DeferredCode(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+    code: Annotated[str, Field(pattern="(")]
+
+
+class DeferredCount(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+    count: Annotated[int, Field(gt="x")]
+
+
+class DeferredName(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+    name: Annotated[str, Field(max_length=-1)]
+
+
 @pytest.mark.parametrize(
     ("tp", "cause", "message"),
     [
@@ -381,6 +400,25 @@ class Tags(TypedDict):
             PydanticSerializationError,
             "cannot extract `int`: pydantic failed to build its validator "
             "(PydanticSerializationError: Unable to serialize unknown type: <class 'object'>)",
+        ),
+        # A model built when first used (`defer_build`) is built as its schema is written.
+        (
+            DeferredCode,
+            CoreSchemaError,
+            "cannot extract `DeferredCode`: pydantic failed to build the validator of its "
+            "field `code` (regex parse error: unclosed group in `(`)",
+        ),
+        (
+            DeferredCount,
+            CoreSchemaError,
+            "cannot extract `DeferredCount`: pydantic failed to build the validator of its "
+            "field `count` (ValueError: 'gt' must be coercible to an integer)",
+        ),
+        (
+            DeferredName,
+            CoreSchemaError,
+            "cannot extract `DeferredName`: pydantic failed to build the validator of its "
+            "field `name` (OverflowError: can't convert negative int to unsigned)",
         ),
     ],
 )
@@ -1463,6 +1501,232 @@ def test_a_literal_value_no_choice_of_its_union_reads_is_still_refused(
         allama.extract(provider, tp, ChatRequest("m").user("x"))
     assert str(raised.value) == message
     assert provider.requests == []
+
+
+CatOrNumberAlias = TypeAliasType("CatOrNumberAlias", Literal[Kind.CAT] | int)
+DayOrNumberAlias = TypeAliasType("DayOrNumberAlias", Day | int)
+MaybeCatAlias = TypeAliasType("MaybeCatAlias", Literal[Kind.CAT] | None)
+
+
+class CatOrNumberOnce(BaseModel):
+    kind: CatOrNumberAlias
+
+
+class DayOrNumberOnce(BaseModel):
+    day: DayOrNumberAlias
+
+
+class MaybeCatOnce(BaseModel):
+    kind: MaybeCatAlias
+
+
+_CAT_REFUSED = _literal_refused(
+    "{where}", '`Kind.CAT` as `"cat"`', "it", f"{CAT_INSTEAD} (`Literal['cat']`)"
+)
+_DAY_REFUSED = (
+    "the enum `Day` is listed by the JSON of its values (`Day.EPOCH = datetime.date(1970, 1, "
+    '1)` as `"1970-01-01"`), which validation compares with the date values themselves and '
+    "refuses, so no value of it would validate" + ENUM_ADVICE
+)
+
+
+@pytest.mark.parametrize(
+    ("tp", "message"),
+    [
+        (
+            CatOrNumberOnce,
+            "cannot extract `CatOrNumberOnce`: "
+            + _CAT_REFUSED.format(where="in the field `CatOrNumberOnce.kind`"),
+        ),
+        (DayOrNumberOnce, f"cannot extract `DayOrNumberOnce`: {_DAY_REFUSED}"),
+        (
+            MaybeCatOnce,
+            "cannot extract `MaybeCatOnce`: "
+            + _CAT_REFUSED.format(where="in the field `MaybeCatOnce.kind`"),
+        ),
+        (
+            CatOrNumberAlias,
+            "cannot extract `CatOrNumberAlias`: " + _CAT_REFUSED.format(where="of the type"),
+        ),
+        (DayOrNumberAlias, f"cannot extract `DayOrNumberAlias`: {_DAY_REFUSED}"),
+        (
+            MaybeCatAlias,
+            "cannot extract `MaybeCatAlias`: " + _CAT_REFUSED.format(where="of the type"),
+        ),
+    ],
+)
+def test_a_union_of_an_alias_used_once_is_refused_as_the_union_written_out(
+    tp: Any, message: str
+) -> None:
+    """Pydantic inlines the union of a `TypeAliasType` used once (or at the root), keeping
+    its ref, which no definition holds: no choice reads `"cat"` (or `"1970-01-01"`), so it
+    is refused before anything is sent, as `Literal[Kind.CAT] | int` is, not taken for read
+    with every paid pass failing."""
+    provider = TestProvider()
+    with pytest.raises(TypeError) as raised:
+        allama.extract(provider, tp, ChatRequest("m").user("x"))
+    assert str(raised.value) == message
+    assert provider.requests == []
+
+
+CatOrTextAlias = TypeAliasType("CatOrTextAlias", Literal[Kind.CAT] | str)
+
+
+class CatOrTextOnce(BaseModel):
+    kind: CatOrTextAlias
+
+
+@pytest.mark.parametrize(
+    ("tp", "reply", "value"),
+    [
+        (CatOrTextOnce, '{"kind": "cat"}', CatOrTextOnce(kind="cat")),
+        (CatOrTextAlias, '"cat"', "cat"),
+    ],
+)
+def test_a_union_of_an_alias_used_once_that_reads_the_value_is_not_refused(
+    tp: Any, reply: str, value: Any
+) -> None:
+    extracted = allama.extract(MockProvider([reply]), tp, ChatRequest("m").user("x"))
+    assert extracted.value == value
+
+
+SPIED: list[Any] = []
+"""What the caller's code below was called with: never while the schema is built."""
+
+
+def _spy(value: Any) -> Any:
+    SPIED.append(value)
+    return value
+
+
+def _spy_around(value: Any, handler: Callable[[Any], Any]) -> Any:
+    SPIED.append(value)
+    return handler(value)
+
+
+def _text_tag(value: Any) -> str:
+    SPIED.append(value)
+    return "text"
+
+
+class CheckedText(RootModel[str]):
+    @model_validator(mode="before")
+    @classmethod
+    def _before(cls, data: Any) -> Any:
+        return _spy(data)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _around(cls, data: Any, handler: Callable[[Any], Any]) -> Any:
+        return _spy_around(data, handler)
+
+    @model_validator(mode="after")
+    def _after(self) -> CheckedText:
+        return _spy(self)
+
+    def model_post_init(self, context: Any, /) -> None:
+        _spy("post_init")
+
+
+@dataclasses.dataclass(frozen=True)
+class Point:
+    x: int
+
+
+class Spot(enum.Enum):
+    ORIGIN = Point(0)
+
+
+class CheckedPoint(BaseModel):
+    x: int
+    label: str = Field(default_factory=lambda: _spy("label"))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _before(cls, data: Any) -> Any:
+        return _spy(data)
+
+    @model_validator(mode="after")
+    def _after(self) -> CheckedPoint:
+        return _spy(self)
+
+    def model_post_init(self, context: Any, /) -> None:
+        _spy("post_init")
+
+
+class OwnInitPoint(BaseModel):
+    x: int
+
+    def __init__(self, **data: Any) -> None:
+        _spy("__init__")
+        super().__init__(**data)
+
+
+@pydantic.dataclasses.dataclass
+class PostInitPoint:
+    x: int
+
+    def __post_init__(self) -> None:
+        _spy("__post_init__")
+
+
+@pytest.mark.parametrize(
+    ("tp", "reply", "value"),
+    [
+        (Literal[Kind.CAT] | Annotated[str, AfterValidator(_spy)], '"cat"', "cat"),
+        (Literal[Kind.CAT] | Annotated[str, BeforeValidator(_spy)], '"cat"', "cat"),
+        (Literal[Kind.CAT] | Annotated[str, WrapValidator(_spy_around)], '"cat"', "cat"),
+        (Literal[Kind.CAT] | Annotated[str, PlainValidator(_spy)], '"cat"', "cat"),
+        (
+            Annotated[
+                Annotated[Literal[Kind.CAT], Tag("kind")] | Annotated[str, Tag("text")],
+                Discriminator(_text_tag),
+            ],
+            '"cat"',
+            "cat",
+        ),
+        (Literal[Kind.CAT] | CheckedText, '"cat"', CheckedText("cat")),
+        (Spot | CheckedPoint, '{"x": 0}', CheckedPoint(x=0, label="label")),
+        (Spot | OwnInitPoint, '{"x": 0}', OwnInitPoint(x=0)),
+        (Spot | PostInitPoint, '{"x": 0}', PostInitPoint(x=0)),
+    ],
+)
+def test_the_callers_code_in_another_choice_is_not_run_as_the_schema_is_built(
+    tp: Any, reply: str, value: Any
+) -> None:
+    """Whether another choice reads the value a `Literal` or an enum does not is told
+    without running the caller's validators, discriminator, `__init__`, `model_post_init`,
+    `__post_init__` or default factory (which may count, write or need a context): what
+    they wrap reads it (a plain validator, any value). They run as an answer is read."""
+    SPIED.clear()
+    type_schema(tp)
+    assert SPIED == []
+    extracted = allama.extract(MockProvider([reply]), tp, ChatRequest("m").user("x"))
+    assert extracted.value == value
+    assert SPIED != []
+
+
+def _in_units(value: Any, info: ValidationInfo) -> Any:
+    SPIED.append(value)
+    return value * info.context["units"]
+
+
+class CatOrCount(BaseModel):
+    kind: Literal[Kind.CAT] | Annotated[int, BeforeValidator(_in_units)]
+
+
+def test_a_choice_whose_validator_fails_otherwise_does_not_read_the_value() -> None:
+    """`"cat"` is no `int`, whatever the validator before it (which needs a context the
+    schema is built without) would make of it: refused, and the validator is not run."""
+    SPIED.clear()
+    provider = TestProvider()
+    with pytest.raises(TypeError) as raised:
+        allama.extract(provider, CatOrCount, ChatRequest("m").user("x"))
+    assert str(raised.value) == "cannot extract `CatOrCount`: " + _CAT_REFUSED.format(
+        where="in the field `CatOrCount.kind`"
+    )
+    assert provider.requests == []
+    assert SPIED == []
 
 
 def test_an_enum_member_no_json_reads_back_is_left_out_of_the_schema() -> None:

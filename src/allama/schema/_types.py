@@ -417,6 +417,7 @@ class _StableDefaults(GenerateJsonSchema):
         followed: set[tuple[str, int]] = set()
         walked: set[tuple[int, int]] = set()
         readers: dict[tuple[int, int], Callable[[str], bool]] = {}
+        copied: dict[str, tuple[Any, list[str]]] = {}  # definitions copied by `_json_reader`
         # A schema with a ref may be inlined at each place (an enum): pydantic writes the
         # first met, and every copy of it is the same schema.
         by_ref = {
@@ -445,7 +446,7 @@ class _StableDefaults(GenerateJsonSchema):
                 if place is not None and narrowed is not None:
                     key = (id(place[0]), id(place[1]))
                     if key not in readers:
-                        readers[key] = _json_reader(place[0], place[1], definitions)
+                        readers[key] = _json_reader(place[0], place[1], definitions, copied)
                     refusal = narrowed(found[1], readers[key])
                 if refusal is not None:
                     return refusal
@@ -1482,11 +1483,7 @@ def _build(tp: Any) -> TypeSchema:
     except (PydanticUserError, RecursionError):
         raise  # said by `type_schema`
     except _PYDANTICS_OWN as error:  # pydantic's, not the caller's code's: in its words
-        reason, place = _pydantic_failed(error)
-        doing = "its validator" if place is None else f"the validator of its field `{place}`"
-        raise TypeError(
-            f"cannot extract `{type_label(tp)}`: pydantic failed to build {doing} ({reason})"
-        ) from error
+        raise _pydantic_refused(tp, error) from error
     except Exception as error:  # the caller's own code (`__get_pydantic_core_schema__`)
         failed = _CodeFailed("building its validator", error, "a `__get_pydantic_core_schema__`")
         raise TypeError(f"cannot extract `{type_label(tp)}`: {failed}") from error
@@ -1496,6 +1493,8 @@ def _build(tp: Any) -> TypeSchema:
         raise TypeError(f"cannot extract `{type_label(tp)}`: {failed}") from failed.__cause__
     except _REFUSALS as refused:
         raise TypeError(f"cannot extract `{type_label(tp)}`: {refused}") from None
+    except _PYDANTICS_OWN as error:  # a deferred model's validator (`defer_build`) is built here
+        raise _pydantic_refused(tp, error) from error
     unread = _read_by_path(adapter.core_schema)
     if unread:
         field_name, path = unread[0]
@@ -1509,6 +1508,16 @@ def _build(tp: Any) -> TypeSchema:
     title = schema.get("title")
     name = schema_name(title if isinstance(title, str) and typing.get_origin(tp) is None else label)
     return TypeSchema(adapter=adapter, schema=schema, label=label, name=name)
+
+
+def _pydantic_refused(tp: Any, error: Exception) -> TypeError:
+    """The refusal of `tp` whose validator pydantic failed to build (`_PYDANTICS_OWN`), in
+    pydantic's words, naming the field it was building."""
+    reason, place = _pydantic_failed(error)
+    doing = "its validator" if place is None else f"the validator of its field `{place}`"
+    return TypeError(
+        f"cannot extract `{type_label(tp)}`: pydantic failed to build {doing} ({reason})"
+    )
 
 
 def _read_by_path(core: Any) -> list[tuple[str, str]]:
@@ -1598,32 +1607,114 @@ def _unread_literal_values(
 
 
 def _json_reader(
-    schema: dict[str, Any], config: dict[str, Any] | None, definitions: dict[str, Any]
+    schema: dict[str, Any],
+    config: dict[str, Any] | None,
+    definitions: dict[str, Any],
+    copied: dict[str, tuple[Any, list[str]]],
 ) -> Callable[[str], bool]:
     """Whether validation of the core schema `schema` (a union's, read under `config`, its
     references among `definitions`) reads a JSON text, strictly, as an answer is read: its
-    other choices may read a value one choice refuses. Where that cannot be told (the
-    validator cannot be built, or a validator of the caller's fails otherwise than a
-    failure of validation), it is taken as read: the type's own code decides there."""
-    ref = schema.get("ref")
-    inner: Any = core_schema.definition_reference_schema(ref) if isinstance(ref, str) else schema
-    if definitions:
-        inner = core_schema.definitions_schema(inner, list(definitions.values()))
+    other choices may read a value one choice refuses. It is built from a copy that runs
+    none of the caller's code (`_without_code`), since this is asked as the schema is
+    built, not as an answer is read; `copied` keeps the definitions copied so far.
+
+    The union itself is read inline: a `TypeAliasType` used once is inlined by pydantic
+    with its ref, which no definition holds. Where validation cannot be built, or fails
+    otherwise than by refusing the text, the value is not known to be read: not read, so
+    the refusal stands."""
+    refs: list[str] = []
+    inner: Any = _without_code(schema, refs)
+    needed: dict[str, Any] = {}
+    while refs:
+        ref = refs.pop()
+        if ref in needed or ref not in definitions:
+            continue
+        if ref not in copied:
+            within: list[str] = []
+            copied[ref] = (_without_code(definitions[ref], within), within)
+        needed[ref], within = copied[ref]
+        refs.extend(within)
+    if needed:
+        inner = core_schema.definitions_schema(inner, list(needed.values()))
     try:
-        validator = SchemaValidator(inner, cast(core_schema.CoreConfig | None, config))
-    except Exception:  # not to be told: not refused
-        return lambda text: True
+        # Not a model's or a dataclass's own validator (prebuilt), which would run its code.
+        validator = SchemaValidator(
+            inner, cast(core_schema.CoreConfig | None, config), _use_prebuilt=False
+        )
+    except Exception:  # not to be told: the refusal stands
+        return lambda text: False
 
     def reads(text: str) -> bool:
         try:
             validator.validate_json(text, strict=True)
-        except ValidationError:
+        except Exception:  # refused, or failed otherwise (an enum's `_missing_`)
             return False
-        except Exception:  # a validator of the caller's, in another choice
-            return True
         return True
 
     return reads
+
+
+_WRAPPING = frozenset({"function-after", "function-before", "function-wrap"})
+"""The validators of the caller's that wrap a core schema, which reads the value without
+them (`_without_code`)."""
+_KEPT_AS_IS = _NOT_READ | {"expected", "members", "cls"}
+"""A core schema's keys that hold no core schema to copy (`_without_code`): values, classes."""
+
+
+def _without_code(schema: Any, refs: list[str]) -> Any:
+    """A copy of a core schema whose validation runs none of the caller's code, adding to
+    `refs` each definition it refers to. A validator of the caller's is left out for what
+    it wraps (a `plain` one, which wraps nothing, reads any value: what it reads is not
+    known without running it); a tagged union picking its choice by a function is a plain
+    union of its choices; a model's `__init__` and `model_post_init`, a dataclass's
+    `__post_init__`, a default's factory and a validated call are not run. An enum's
+    `_missing_` is, as it is for the enum's own values (`_unread_values`): it is how the
+    enum reads a value."""
+    copies: dict[int, Any] = {}
+
+    def copy_of(node: Any) -> Any:
+        if isinstance(node, list | tuple):
+            return [copy_of(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        if id(node) in copies:
+            return copies[id(node)]
+        kind = node.get("type")
+        ref = node.get("ref")
+        made: Any
+        if kind in _WRAPPING and isinstance(node.get("schema"), dict):
+            made = copy_of(node["schema"])
+        elif kind == "function-plain":
+            made = core_schema.any_schema()
+        elif kind == "tagged-union" and callable(node.get("discriminator")):
+            made = core_schema.union_schema(copy_of(list(node["choices"].values())))
+        elif kind == "call" and isinstance(node.get("arguments_schema"), dict):
+            made = copy_of(node["arguments_schema"])
+        else:
+            made = {
+                key: value if key in _KEPT_AS_IS else copy_of(value) for key, value in node.items()
+            }
+            target = node.get("schema_ref")
+            if kind == "definition-ref" and isinstance(target, str):
+                refs.append(target)
+            elif kind == "model":
+                made["custom_init"] = False
+                made.pop("post_init", None)
+            elif kind == "dataclass":
+                made["post_init"] = False
+            elif kind == "default" and "default_factory" in node:
+                made.pop("default_factory")
+                made.pop("default_factory_takes_data", None)
+                made["default"] = None
+                made["validate_default"] = False
+            copies[id(node)] = made
+            return made
+        if isinstance(ref, str):  # what refers to the replaced schema reaches its copy
+            made = core_schema.chain_schema([made], ref=ref)
+        copies[id(node)] = made
+        return made
+
+    return copy_of(schema)
 
 
 def _nodes_within(schema: Any) -> Iterator[Any]:
