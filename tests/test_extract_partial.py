@@ -703,6 +703,132 @@ def test_deep_nesting_is_read_without_raising(count: int) -> None:
     assert all(streamed_partials)
 
 
+DEEPEST = 201
+"""How many containers pydantic-core reads nested (its reader's recursion limit), as
+`finish()` reads the output."""
+
+
+class Nested(BaseModel):
+    v: list[Any]
+
+
+class Loose(BaseModel):
+    """An undeclared key's value, of no type, is shown as it is written, lists and all."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+def _lists(depth: int) -> list[Any]:
+    """`depth` lists, each in the one before, the innermost empty."""
+    value: list[Any] = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+def _fields_dump(partial: BaseModel | None) -> str:
+    """A model's fields, undeclared ones too, as JSON (`model_dump` serializes only so deep)."""
+    if partial is None:
+        return "null"
+    return json.dumps({**partial.__dict__, **(partial.__pydantic_extra__ or {})})
+
+
+def _stream_nested(tp: Any, text: str) -> tuple[list[Any], list[Any], list[int]]:
+    """Stream `text` a character a delta as a `tp`, reading the partial value after
+    each: the snapshots, their dumps taken when read, and the frames each read built."""
+    from allama.extract._partial import _Frame
+
+    built = 0
+    real = _Frame.with_tail
+
+    def counted(frame: _Frame, tail: Any) -> Any:
+        nonlocal built
+        built += 1
+        return real(frame, tail)
+
+    partials: list[Any] = []
+    dumps: list[Any] = []
+    costs: list[int] = []
+    provider = MockStreamingProvider.with_stream(events(list(text), NATIVE))
+    request = ChatRequest("m").user("extract").with_option(NATIVE)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_Frame, "with_tail", counted)
+        with Extractor().extract_stream(provider, tp, request) as opened:
+            for event in opened:
+                if isinstance(event, TextDelta):
+                    before = built
+                    partial = opened.partial
+                    costs.append(built - before)
+                    partials.append(partial)
+                    dumps.append(_fields_dump(partial))
+            with pytest.raises(ParseError, match="recursion limit exceeded"):
+                opened.finish()
+    return partials, dumps, costs
+
+
+@pytest.mark.parametrize("tp", [Nested, Loose])
+def test_a_value_nested_deeper_than_finish_reads_stops_its_preview(tp: Any) -> None:
+    """A model stuck writing `[[[[`: once more containers are open than `finish()` reads
+    (pydantic-core reads 201 nested), the preview stays the value as it stood, without the
+    container that went too deep, and a read builds nothing (each read rebuilt the whole
+    open path: quadratic in the depth, minutes for a 100 KB answer). The value that ends,
+    `finish()` refuses, is shown as it was built, as any value that ends invalid is."""
+    opening = '{"v": '
+    text = opening + "[" * 600 + "]" * 600 + "}"
+    partials, dumps, costs = _stream_nested(tp, text)
+
+    def shown(depth: int) -> Any:
+        # (The items of a `list[Any]` are shown once they complete, as any value but text.)
+        return tp(v=_lists(depth) if tp is Loose else [])
+
+    # The read after the container past the depth opened (the root object is one of them).
+    past = len(opening) + DEEPEST - 1
+    for depth, partial in enumerate(partials[len(opening) : past], start=1):
+        assert partial == shown(depth)
+    assert partials[past:-1] == [shown(DEEPEST - 1)] * (len(partials) - past - 1)
+    assert partials[-1] == tp(v=_lists(600))
+    assert costs[past + 1 :] == [0] * (len(costs) - past - 1)
+    # No snapshot changed since it was read.
+    assert dumps == [_fields_dump(partial) for partial in partials]
+
+
+def test_a_value_as_deep_as_finish_reads_is_shown_all_the_way() -> None:
+    """The deepest value `finish()` reads is previewed as any other; one container more and
+    `finish()` fails, so stopping the preview there hides nothing `finish()` would return."""
+    opening = '{"v": '
+    deepest = DEEPEST - 1  # in the root object
+    text = opening + "[" * deepest + "]" * deepest + "}"
+    provider = MockStreamingProvider.with_stream(events(list(text), NATIVE))
+    request = ChatRequest("m").user("extract").with_option(NATIVE)
+    with Extractor().extract_stream(provider, Loose, request) as opened:
+        partials = [opened.partial for event in opened if isinstance(event, TextDelta)]
+        value = opened.finish().value
+    assert value == Loose(v=_lists(deepest))
+    shown = partials[len(opening) :]
+    assert shown == [Loose(v=_lists(depth)) for depth in range(1, deepest + 1)] + [value] * (
+        deepest + 1
+    )
+
+    deeper = opening + "[" * DEEPEST + "]" * DEEPEST + "}"
+    provider = MockStreamingProvider.with_stream(events([deeper], NATIVE))
+    with (
+        Extractor().extract_stream(provider, Loose, request) as opened,
+        pytest.raises(ParseError, match="recursion limit exceeded"),
+    ):
+        opened.finish()
+
+
+def test_brackets_in_prose_deeper_than_finish_reads_do_not_stop_the_preview() -> None:
+    """A false start (brackets in prose) past that depth is dropped as any other: the value
+    that follows is shown."""
+    text = "See " + "[" * 300 + " (no, wait) " + '{"v": [1, 2]}'
+    provider = MockStreamingProvider.with_stream(events(list(text), NATIVE))
+    request = ChatRequest("m").user("extract").with_option(NATIVE)
+    with Extractor().extract_stream(provider, Nested, request) as opened:
+        partials = [opened.partial for event in opened if isinstance(event, TextDelta)]
+    assert partials[-1] == Nested(v=[1, 2])
+
+
 def test_a_number_too_long_to_convert_is_a_parse_error() -> None:
     class Count(BaseModel):
         n: int

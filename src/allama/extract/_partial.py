@@ -41,7 +41,10 @@ as `finish()` validates it: strictly, as JSON (a `date` in a union with `str` is
 `"31"` is no int), with the config of the model that holds it (`str_to_upper`,
 `use_enum_values`). Text `finish()` does not read as JSON (`NaN`, `Infinity`, a number too
 large for a float, a key written twice), which Python's readers and pydantic-core take,
-ends the preview there.
+ends the preview there. So does a container opened deeper than `finish()` reads
+(pydantic-core reads 201 nested): the preview stays the value as it stood, without that
+container, and a read costs nothing more however deep the text goes (a model stuck writing
+`[[[[` up to its token limit), where each read rebuilt the whole open path.
 """
 
 from __future__ import annotations
@@ -1931,6 +1934,35 @@ def _calibrate() -> int:
 _UNSHARED_REFS = _calibrate()
 
 
+def _deepest() -> int:
+    """How many containers pydantic-core reads nested (its reader's recursion limit), which
+    is how deep `finish()` reads: more open at once, and the value cannot be read. Measured
+    once, on empty arrays (the innermost, empty, costs no level), doubling then halving, so
+    that no probe nests more than twice the limit; `sys.maxsize` where it reads them all."""
+
+    def reads(depth: int) -> bool:
+        try:
+            from_json("[" * depth + "]" * depth)
+        except ValueError:
+            return False
+        return True
+
+    low, high = 0, 64  # `low` is read; `high` is not, once it has been tried
+    while reads(high):
+        low, high = high, high * 2
+        if high > _DEEPEST_TRIED:
+            return sys.maxsize
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if reads(middle) else (low, middle)
+    return low
+
+
+_DEEPEST_TRIED = 8_192
+_DEEPEST = _deepest()
+"""More containers open than this, and `finish()` fails on the value: its preview stops."""
+
+
 class PartialValue(Generic[T]):
     """Feed it text as it arrives; `value()` is the typed value so far.
 
@@ -1962,6 +1994,10 @@ class PartialValue(Generic[T]):
         self._completed_inside = False
         self._cache: Any = _MISSING
         self._dirty = False
+        # The root container of a value that nests deeper than `finish()` reads, and its
+        # preview, held from then on (`_open`): a read past that depth builds nothing.
+        self._deep: _Frame | None = None
+        self._held: Any = _MISSING
         # A row (an object in a list) being written is held as text in `_rest`, not
         # scanned token by token: read partially by pydantic-core when the value is asked
         # for, read and validated by it in one call once the row closes.
@@ -2385,7 +2421,15 @@ class PartialValue(Generic[T]):
             self._stack[-1].expect = "comma_or_end"
         frame = _Frame(shape, is_object, start)
         self._reading += frame.reads_text
-        self._stack.append(frame)
+        stack = self._stack
+        stack.append(frame)
+        if len(stack) > _DEEPEST and stack[0] is not self._deep:
+            # `finish()` cannot read this value now: its preview stops as it stands, the
+            # container that went too deep left out, and is kept while the value goes on.
+            # A false start (brackets in prose) is left with its root frame, and with it the
+            # preview held.
+            self._deep = stack[0]
+            self._held = self._path(stack[:_DEEPEST], _MISSING)
 
     def _close(self, is_object: bool, stop: int) -> bool:
         if not self._stack or self._stack[-1].is_object != is_object:
@@ -2467,7 +2511,12 @@ class PartialValue(Generic[T]):
             # Let the last snapshot go before building the next, so that lists nobody else
             # holds can be updated in place.
             self._cache = _MISSING
-            self._cache = self._done if self._done is not _MISSING else self._build()
+            if self._done is not _MISSING:
+                self._cache = self._done
+            elif self._stack and self._stack[0] is self._deep:
+                self._cache = self._held  # too deep for `finish()`: the preview stopped
+            else:
+                self._cache = self._build()
         if self._cache is _MISSING:
             return None
         if self._iterables:
@@ -2492,7 +2541,12 @@ class PartialValue(Generic[T]):
                 tail = shape.partial(text)
             elif shape is None:
                 tail = text
-        for frame in reversed(self._stack):
+        return self._path(self._stack, tail)
+
+    @staticmethod
+    def _path(frames: list[_Frame], tail: Any) -> Any:
+        """The value along the open `frames`, from the root, with `tail` in the last."""
+        for frame in reversed(frames):
             tail = frame.with_tail(tail)
         return tail
 
