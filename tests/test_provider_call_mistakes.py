@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -472,6 +472,28 @@ def test_a_web_frameworks_detail_is_the_message_in_every_dialect(
         assert raised.value.context.body == '{"detail": "Unsupported field: stream_options"}'
 
 
+@pytest.mark.parametrize(("preset", "base_url", "model", "path", "stream_path"), DIALECTS)
+def test_a_web_frameworks_validation_detail_is_read_in_every_dialect(
+    preset: str, base_url: str, model: str, path: str, stream_path: str | None
+) -> None:
+    body = {
+        "detail": [
+            {"loc": ["body", "messages"], "msg": "field required", "type": "value_error.missing"},
+            {"loc": ["query", "n"], "msg": "not an integer", "input": "sk-abcdefgh"},
+        ]
+    }
+    provider = allama.provider(
+        preset, api_key="sk-abcdefgh", base_url=base_url, transport=_answering(422, body, [])
+    )
+    for way, call in _every_call(provider, ChatRequest(model).user("Hi")).items():
+        with pytest.raises(allama.InvalidRequestError) as raised:
+            call()
+        assert raised.value.message == ("body.messages: field required; query.n: not an integer"), (
+            way
+        )
+        assert raised.value.context.status == 422
+
+
 # A 200 that is an HTML page (a proxy's sign-in page) is that, streamed or not: a server
 # error to try again, made and of a cost unknown, that says to check the base URL.
 
@@ -532,6 +554,98 @@ def test_a_200_html_page_without_a_title_says_its_words() -> None:
         "the provider answered with a body that is not a stream: it is an HTML page (check the "
         "base URL, or a proxy in between): Blocked"
     )
+
+
+# A server that labels whatever it sends HTML (Flask's `Response`, Django's, a home-grown
+# proxy) may stream events under that label: its first bytes, not the label, say whether it
+# is a page, and the stream is read from them on.
+
+EVENTS = [
+    b"\n",
+    b"da",
+    b'ta: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini",'
+    b'"choices":[{"index":0,"delta":{"role":"assistant","content":"h"},"finish_reason":null}]}'
+    b"\n\n",
+    b'data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini",'
+    b'"choices":[{"index":0,"delta":{"content":"i"},"finish_reason":"stop"}],'
+    b'"usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6}}\n\n',
+    b"data: [DONE]\n\n",
+]
+
+
+def _in_chunks(chunks: list[bytes], content_type: str) -> Transport:
+    """A transport answering every request 200 with `chunks` as they arrive, one by one,
+    labelled `content_type`."""
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(200, content=iter(chunks), headers={"content-type": content_type})
+
+    async def each() -> AsyncIterator[bytes]:
+        for chunk in chunks:
+            yield chunk
+
+    def ahandler(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(200, content=each(), headers={"content-type": content_type})
+
+    return Transport(
+        client=httpx2.Client(transport=httpx2.MockTransport(handler)),
+        async_client=httpx2.AsyncClient(transport=httpx2.MockTransport(ahandler)),
+    )
+
+
+@pytest.mark.parametrize("content_type", ["text/html; charset=utf-8", "application/xhtml+xml"])
+def test_events_streamed_under_an_html_label_are_read_as_the_stream(content_type: str) -> None:
+    provider = allama.provider(
+        "openai", api_key="sk-abcdefgh", transport=_in_chunks(EVENTS, content_type)
+    )
+
+    def stream() -> tuple[str, int | None]:
+        with provider.chat_stream(REQUEST) as events:
+            for _ in events:
+                pass
+            response = events.response()
+        return response.text(), response.usage.output_tokens
+
+    async def astream() -> tuple[str, int | None]:
+        events = await provider.achat_stream(REQUEST)
+        async with events:
+            async for _ in events:
+                pass
+            response = await events.response()
+        return response.text(), response.usage.output_tokens
+
+    assert stream() == ("hi", 1)
+    assert asyncio.run(astream()) == ("hi", 1)
+
+
+def test_a_sign_in_page_arriving_in_pieces_is_still_no_stream() -> None:
+    page = [
+        b"\xef\xbb\xbf",
+        b"\r\n  <",
+        b"!DOCTYPE html>\n<html><head><title>Sign in</title></head>",
+        b"<body>Please log in</body></html>",
+    ]
+    provider = allama.provider(
+        "openai", api_key="sk-abcdefgh", transport=_in_chunks(page, "text/html")
+    )
+
+    async def astream() -> None:
+        await provider.achat_stream(REQUEST)
+
+    for way, call in {
+        "chat_stream": lambda: provider.chat_stream(REQUEST),
+        "achat_stream": lambda: asyncio.run(astream()),
+    }.items():
+        with pytest.raises(ServerError) as raised:
+            call()
+        error = raised.value
+        assert (error.message, error.retryable) == (
+            "the provider answered with a body that is not a stream: it is an HTML page (check "
+            "the base URL, or a proxy in between): Sign in",
+            True,
+        ), way
+        assert error.context.body == b"".join(page).decode("utf-8-sig")
+        assert paid_for(error) == [{"provider": "openai", "model": "gpt-4o-mini", "usage": {}}]
 
 
 def test_a_404_in_the_providers_own_words_is_kept_as_they_are() -> None:

@@ -255,7 +255,8 @@ def body_message(text: str, status: int) -> str:
     (or heading, or else its words) says rather than the page's markup, at most 200
     characters of it; `HTTP <status>` for an empty body. A web framework's error
     (FastAPI's, Starlette's `{"detail": "Method Not Allowed"}`: a server that is no such
-    API, behind a wrong base URL) is its `detail`, where the dialect's own shape is not."""
+    API, behind a wrong base URL; FastAPI's 422 `{"detail": [{"loc", "msg"}]}`) is its
+    `detail`, where the dialect's own shape is not."""
     stripped = text.strip()
     if not stripped:
         return f"HTTP {status}"
@@ -270,7 +271,9 @@ def body_message(text: str, status: int) -> str:
 
 
 def _framework_detail(text: str) -> str | None:
-    """The `detail` of a web framework's error body (`{"detail": "<words>"}`), else `None`."""
+    """The `detail` of a web framework's error body (`{"detail": "<words>"}`, or a
+    validation's problems as the OpenAI dialect reads them: `body.messages: field
+    required`), else `None`."""
     if not text.startswith("{") or '"detail"' not in text:
         return None
     try:
@@ -278,6 +281,11 @@ def _framework_detail(text: str) -> str | None:
     except ValueError:
         return None
     detail = payload.get("detail") if isinstance(payload, dict) else None
+    if isinstance(detail, list) and detail:
+        # (Imported here: that module reads this one.)
+        from allama.adapters.openai_compat._errors import _detail_text
+
+        return _detail_text(detail)
     return detail.strip() if isinstance(detail, str) and detail.strip() else None
 
 

@@ -32,6 +32,7 @@ from allama.adapters._http import (
     SECRET_HEADERS,
     HttpRequest,
     HttpResponse,
+    html_heading,
     is_secret_header,
     names_no_method,
     names_nothing_found,
@@ -1258,16 +1259,21 @@ class HttpProvider:
             if not 200 <= handle.status < 300:
                 handle.close()
                 _check_answered(handle.status, handle.headers)
-            if _html_answer(handle.headers):
-                try:
-                    body = handle.read()
-                finally:
-                    handle.close()
-                raise _no_stream(body)
         except Error as error:
             self._scrub(error.with_provider(self.name).with_model(request.model), http)
             raise
         chunks = handle.iter_bytes() if span is None else span.timed(handle.iter_bytes())
+        if _html_answer(handle.headers):
+            try:
+                read = _page_head(chunks)
+                if _a_page(read):
+                    raise _no_stream(read + b"".join(chunks))
+            except BaseException as failure:
+                handle.close()
+                if isinstance(failure, Error):
+                    self._scrub(failure.with_provider(self.name).with_model(request.model), http)
+                raise
+            chunks = itertools.chain((read,), chunks)
         after: bytes | None = None  # (a JSON object that is no whole answer, `_after_object`)
         if self._json_answer(handle.headers):
             try:
@@ -1418,16 +1424,21 @@ class HttpProvider:
             if not 200 <= handle.status < 300:
                 await handle.aclose()
                 _check_answered(handle.status, handle.headers)
-            if _html_answer(handle.headers):
-                try:
-                    body = await handle.aread()
-                finally:
-                    await handle.aclose()
-                raise _no_stream(body)
         except Error as error:
             self._scrub(error.with_provider(self.name).with_model(request.model), http)
             raise
         chunks = handle.aiter_bytes() if span is None else span.atimed(handle.aiter_bytes())
+        if _html_answer(handle.headers):
+            try:
+                read = await _apage_head(chunks)
+                if _a_page(read):
+                    raise _no_stream(read + b"".join([chunk async for chunk in chunks]))
+            except BaseException as failure:
+                await handle.aclose()
+                if isinstance(failure, Error):
+                    self._scrub(failure.with_provider(self.name).with_model(request.model), http)
+                raise
+            chunks = _aprefixed(read, chunks)
         after: bytes | None = None  # (a JSON object that is no whole answer, `_after_object`)
         if self._json_answer(handle.headers):
             try:
@@ -1763,13 +1774,55 @@ _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 
 def _html_answer(headers: Mapping[str, str]) -> bool:
     """Whether a streamed call's 2xx answer is labelled an HTML page: no dialect streams
-    one (a proxy's sign-in page, a web server's where the API is not)."""
+    one (a proxy's sign-in page, a web server's where the API is not), but a server that
+    labels whatever it sends so (Flask's `Response`, Django's, a home-grown proxy) may
+    stream events under it, so its first bytes decide (`_a_page`)."""
     media = headers.get("content-type", "").partition(";")[0].strip().lower()
     return media in _HTML_TYPES
 
 
+_PAGE_SIGN = 20
+"""The bytes from a body's first that tell an HTML page (`html_heading` reads its start
+within as many)."""
+
+
+def _page_told(head: bytes) -> bool:
+    """Whether a body's first bytes are enough to tell whether it is an HTML page: a
+    first byte other than `<` (no page), or `_PAGE_SIGN` bytes from the `<`."""
+    if not _begun(head):
+        return False
+    start = head.removeprefix(_BOM).lstrip()
+    return start[:1] != b"<" or len(start) >= _PAGE_SIGN
+
+
+def _page_head(chunks: Iterator[bytes]) -> bytes:
+    """The chunks of a body labelled HTML up to what tells whether it is a page (the rest
+    is left to read, as a stream if it is none)."""
+    head = b""
+    for chunk in chunks:
+        head += chunk
+        if _page_told(head):
+            break
+    return head
+
+
+async def _apage_head(chunks: AsyncIterator[bytes]) -> bytes:
+    head = b""
+    async for chunk in chunks:
+        head += chunk
+        if _page_told(head):
+            break
+    return head
+
+
+def _a_page(head: bytes) -> bool:
+    """Whether a body labelled HTML begins as an HTML page (`<html`, `<!doctype html`, as
+    `html_heading` tells one) rather than as the events it streams under that label."""
+    return html_heading(head.removeprefix(_BOM).decode("utf-8", "replace")) is not None
+
+
 def _no_stream(body: bytes) -> Error:
-    """The error of a streamed call answered with an HTML page (`_html_answer`), read whole:
+    """The error of a streamed call answered with an HTML page (`_a_page`), read whole:
     a server error whose cost is unknown, as a call not streamed raises for it
     (`not_a_stream`)."""
     from allama.adapters._not_a_response import not_a_stream
