@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import enum
+import ipaddress
 import json
 import re
 from collections.abc import Callable
@@ -13,6 +14,7 @@ from typing import Annotated, Any, Literal, NotRequired
 
 import pydantic.dataclasses
 import pytest
+from annotated_types import Predicate
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import (
@@ -20,12 +22,14 @@ from pydantic import (
     AliasChoices,
     AliasPath,
     AwareDatetime,
+    Base64Bytes,
     BaseModel,
     BeforeValidator,
     ConfigDict,
     Discriminator,
     Field,
     FutureDatetime,
+    ImportString,
     PastDate,
     PastDatetime,
     PlainValidator,
@@ -1677,6 +1681,7 @@ class PostInitPoint:
         (Literal[Kind.CAT] | Annotated[str, BeforeValidator(_spy)], '"cat"', "cat"),
         (Literal[Kind.CAT] | Annotated[str, WrapValidator(_spy_around)], '"cat"', "cat"),
         (Literal[Kind.CAT] | Annotated[str, PlainValidator(_spy)], '"cat"', "cat"),
+        (Literal[Kind.CAT] | Annotated[str, Predicate(_spy)], '"cat"', "cat"),
         (
             Annotated[
                 Annotated[Literal[Kind.CAT], Tag("kind")] | Annotated[str, Tag("text")],
@@ -1711,22 +1716,106 @@ def _in_units(value: Any, info: ValidationInfo) -> Any:
     return value * info.context["units"]
 
 
+def _counted(value: Any) -> Any:
+    SPIED.append(value)
+    return {"cat": 1, "dog": 2}.get(value, value)
+
+
 class CatOrCount(BaseModel):
     kind: Literal[Kind.CAT] | Annotated[int, BeforeValidator(_in_units)]
 
 
-def test_a_choice_whose_validator_fails_otherwise_does_not_read_the_value() -> None:
-    """`"cat"` is no `int`, whatever the validator before it (which needs a context the
-    schema is built without) would make of it: refused, and the validator is not run."""
+class CatOrCounted(BaseModel):
+    kind: Literal[Kind.CAT] | Annotated[int, BeforeValidator(_counted)]
+
+
+def test_a_choice_whose_validator_before_it_is_not_run_may_read_any_value() -> None:
+    """A validator of the caller's before a choice is given any value and may read it as it
+    likes (`"cat"` as `1`): what it reads is not known without running it, which needs a
+    context the schema is built without, so the union is not refused."""
     SPIED.clear()
+    assert type_schema(CatOrCount).schema["properties"]["kind"] == {
+        "anyOf": [{"const": "cat", "type": "string"}, {"type": "integer"}],
+        "title": "Kind",
+    }
+    assert SPIED == []
+    extracted = allama.extract(
+        MockProvider(['{"kind": "cat"}']), CatOrCounted, ChatRequest("m").user("x")
+    )
+    assert SPIED == ["cat"]
+    assert extracted.value == CatOrCounted(kind=1)
+
+
+class Counted(BaseModel):
+    count: int
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_number(cls, data: Any) -> Any:
+        SPIED.append(data)
+        return {"count": data} if isinstance(data, int) else data
+
+
+class Counts(RootModel[list[Counted]]):
+    pass
+
+
+class CornerOrCounts(BaseModel):
+    corner: Corner | Counts
+
+
+class CornerOrCountedList(BaseModel):
+    corner: Corner | list[Counted]
+
+
+@pytest.mark.parametrize(
+    ("tp", "value"),
+    [
+        (CornerOrCounts, CornerOrCounts(corner=Counts([Counted(count=0), Counted(count=0)]))),
+        (CornerOrCountedList, CornerOrCountedList(corner=[Counted(count=0), Counted(count=0)])),
+    ],
+)
+def test_a_model_whose_validator_before_its_fields_reads_an_enums_json_is_not_refused(
+    tp: Any, value: Any
+) -> None:
+    """`Counted`'s validator before its fields reads `0` as `{"count": 0}`: `[0, 0]`, the
+    JSON of `Corner.TOP_LEFT`, is read as a list of them, so the union is not refused,
+    and the validator is not run as the schema is built."""
+    SPIED.clear()
+    type_schema(tp)
+    assert SPIED == []
+    assert TypeAdapter(tp).validate_json('{"corner": [0, 0]}') == value
+    extracted = allama.extract(MockProvider(['{"corner": [0, 0]}']), tp, ChatRequest("m").user("x"))
+    assert extracted.value == value
+
+
+class CatOrAddress(BaseModel):
+    kind: Literal[Kind.CAT] | ipaddress.IPv4Address
+
+
+class CatOrImport(BaseModel):
+    kind: Literal[Kind.CAT] | ImportString[Any]
+
+
+class CatOrEncoded(BaseModel):
+    kind: Literal[Kind.CAT] | Base64Bytes
+
+
+@pytest.mark.parametrize("tp", [CatOrAddress, CatOrImport, CatOrEncoded])
+def test_a_choice_pydantics_own_validator_refuses_the_value_of_does_not_read_it(
+    tp: Any,
+) -> None:
+    """An address, an import string or base64 is read by pydantic's own validator, which
+    refuses `"cat"`, as every answer holding it would be: it is run, and refused."""
+    with pytest.raises(ValidationError):
+        TypeAdapter(tp).validate_json('{"kind": "cat"}')
     provider = TestProvider()
     with pytest.raises(TypeError) as raised:
-        allama.extract(provider, CatOrCount, ChatRequest("m").user("x"))
-    assert str(raised.value) == "cannot extract `CatOrCount`: " + _CAT_REFUSED.format(
-        where="in the field `CatOrCount.kind`"
+        allama.extract(provider, tp, ChatRequest("m").user("x"))
+    assert str(raised.value) == f"cannot extract `{tp.__name__}`: " + _CAT_REFUSED.format(
+        where=f"in the field `{tp.__name__}.kind`"
     )
     assert provider.requests == []
-    assert SPIED == []
 
 
 def test_an_enum_member_no_json_reads_back_is_left_out_of_the_schema() -> None:

@@ -14,7 +14,7 @@ import types
 import typing
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any, TypeVar, cast
 
 from pydantic import (
@@ -1654,22 +1654,83 @@ def _json_reader(
     return reads
 
 
-_WRAPPING = frozenset({"function-after", "function-before", "function-wrap"})
-"""The validators of the caller's that wrap a core schema, which reads the value without
-them (`_without_code`)."""
+_FUNCTIONS = frozenset({"function-after", "function-before", "function-wrap", "function-plain"})
+"""The core schemas that run a function, the caller's or pydantic's own (`_without_code`)."""
 _KEPT_AS_IS = _NOT_READ | {"expected", "members", "cls"}
 """A core schema's keys that hold no core schema to copy (`_without_code`): values, classes."""
+_BUILT = frozenset({"model", "dataclass"})
+"""The core schemas that build their class from what their `schema` reads (`_without_code`)."""
+_PYDANTIC_MODULES = frozenset({"pydantic", "pydantic_core"})
+"""The packages whose functions in a core schema are pydantic's own (`_pydantics_own`)."""
+_VALUE_MODULES = frozenset(
+    {"builtins", "collections", "datetime", "decimal", "enum", "fractions", "ipaddress"}
+    | {"pathlib", "re", "typing", "uuid", "zoneinfo"}
+)
+"""The standard library's modules whose classes pydantic reads a value with (an address
+is read by `ipaddress.IPv4Address`): making one of a value runs none of the caller's code
+and nothing else (`_pydantics_own`), unlike a class of another module (`subprocess.Popen`)."""
+_DATA = (str, bytes, int, float, complex, type(None), decimal.Decimal, re.Pattern)
+"""What a function of pydantic's may hold that runs no code (`_pydantics_own`)."""
+
+
+def _top_module(found: Any) -> str:
+    """The package `found` was defined in: `pydantic` for `pydantic._internal._validators`,
+    not for a module of the caller's named `pydantic_models`."""
+    module = getattr(found, "__module__", None)
+    return module.partition(".")[0] if isinstance(module, str) else ""
+
+
+def _pydantics_own(found: Any, seen: dict[int, Any] | None = None) -> bool:
+    """Whether `found`, a validator's function in a core schema, is pydantic's own code, or
+    a class of the standard library it reads with (`ipaddress.IPv4Address`): it reads a
+    value as validation does, and runs none of the caller's code, so `_without_code` keeps
+    it. What it holds (its closure, a `partial`'s arguments, a method's class) is looked
+    into: pydantic's own function may call the caller's (an `annotated_types.Predicate`,
+    a subclass of `HttpUrl` or `Secret`), which is the caller's code."""
+    seen = {} if seen is None else seen
+    if id(found) in seen:  # looked into, or being looked into
+        return True
+    seen[id(found)] = found  # kept, so that its id is not another's
+    if isinstance(found, _DATA):
+        return True
+    if isinstance(found, list | tuple | set | frozenset):
+        return all(_pydantics_own(item, seen) for item in found)
+    if isinstance(found, dict):
+        return all(_pydantics_own(item, seen) for item in (*found, *found.values()))
+    if isinstance(found, partial):
+        held = (found.func, found.args, found.keywords)
+        return all(_pydantics_own(item, seen) for item in held)
+    if isinstance(found, types.MethodType):
+        return _pydantics_own(found.__func__, seen) and _pydantics_own(found.__self__, seen)
+    if isinstance(found, type):
+        module = _top_module(found)
+        return module in _PYDANTIC_MODULES or module in _VALUE_MODULES
+    if isinstance(found, types.FunctionType):
+        closure = [cell.cell_contents for cell in found.__closure__ or ()]
+        defaults = (found.__defaults__ or (), found.__kwdefaults__ or {})
+        return _top_module(found) in _PYDANTIC_MODULES and all(
+            _pydantics_own(item, seen) for item in (*closure, *defaults)
+        )
+    if isinstance(found, types.BuiltinFunctionType):  # pydantic-core's, not a builtin
+        return _top_module(found) == "pydantic_core"
+    if _top_module(type(found)) in _PYDANTIC_MODULES:  # `Base64Str`'s, holding its encoder
+        names = [*getattr(found, "__dataclass_fields__", {}), *getattr(found, "__dict__", {})]
+        return all(_pydantics_own(getattr(found, name, None), seen) for name in names)
+    return False  # a callable object of another's, say
 
 
 def _without_code(schema: Any, refs: list[str]) -> Any:
     """A copy of a core schema whose validation runs none of the caller's code, adding to
-    `refs` each definition it refers to. A validator of the caller's is left out for what
-    it wraps (a `plain` one, which wraps nothing, reads any value: what it reads is not
-    known without running it); a tagged union picking its choice by a function is a plain
-    union of its choices; a model's `__init__` and `model_post_init`, a dataclass's
-    `__post_init__`, a default's factory and a validated call are not run. An enum's
-    `_missing_` is, as it is for the enum's own values (`_unread_values`): it is how the
-    enum reads a value."""
+    `refs` each definition it refers to. A validator of pydantic's own (`_pydantics_own`:
+    an address's, an import string's) is kept: it is how the type reads a value. One of
+    the caller's is left out: one `after` the value is read for what it wraps, which reads
+    every value it is given; one `before` or `wrap`, which is given any value and may read
+    it as it likes (a member's JSON as a model), and a `plain` one, read as any value: what
+    they read is not known without running them. A tagged union picking its choice by a
+    function is a plain union of its choices; a model's `__init__` and `model_post_init`,
+    a dataclass's `__post_init__`, a default's factory and a validated call are not run.
+    An enum's `_missing_` is, as it is for the enum's own values (`_unread_values`): it is
+    how the enum reads a value."""
     copies: dict[int, Any] = {}
 
     def copy_of(node: Any) -> Any:
@@ -1682,10 +1743,10 @@ def _without_code(schema: Any, refs: list[str]) -> Any:
         kind = node.get("type")
         ref = node.get("ref")
         made: Any
-        if kind in _WRAPPING and isinstance(node.get("schema"), dict):
-            made = copy_of(node["schema"])
-        elif kind == "function-plain":
-            made = core_schema.any_schema()
+        if kind in _FUNCTIONS and not _pydantics_own(_function_in(node)):
+            wrapped = node.get("schema")
+            after = kind == "function-after" and isinstance(wrapped, dict)
+            made = copy_of(wrapped) if after else core_schema.any_schema()
         elif kind == "tagged-union" and callable(node.get("discriminator")):
             made = core_schema.union_schema(copy_of(list(node["choices"].values())))
         elif kind == "call" and isinstance(node.get("arguments_schema"), dict):
@@ -1707,14 +1768,24 @@ def _without_code(schema: Any, refs: list[str]) -> Any:
                 made.pop("default_factory_takes_data", None)
                 made["default"] = None
                 made["validate_default"] = False
-            copies[id(node)] = made
-            return made
+            if kind not in _BUILT or made["schema"].get("type") != "any":
+                copies[id(node)] = made
+                return made
+            # A model's validator of the caller's before its fields reads any value: so does
+            # the model, which cannot be built from what that copy reads.
+            made = core_schema.any_schema()
         if isinstance(ref, str):  # what refers to the replaced schema reaches its copy
             made = core_schema.chain_schema([made], ref=ref)
         copies[id(node)] = made
         return made
 
     return copy_of(schema)
+
+
+def _function_in(node: dict[str, Any]) -> Any:
+    """The function a validator's core schema (`_FUNCTIONS`) runs."""
+    function = node.get("function")
+    return function.get("function") if isinstance(function, dict) else function
 
 
 def _nodes_within(schema: Any) -> Iterator[Any]:
