@@ -23,7 +23,7 @@ import allama
 from allama import ChatRequest, Usage
 from allama.errors import REPORTED_USAGE_KEY, Error, RequestTimeoutError, paid_for
 from allama.extract._metadata import ExtractionMetadata
-from allama.transport import Transport
+from allama.transport import Transport, no_deadline
 
 GUARD = 5.0
 """Seconds a call past a deadline of half a second must end within: generous, not a timing."""
@@ -114,6 +114,17 @@ def _silent(conn: socket.socket, stop: threading.Event) -> None:
     stop.wait(GUARD * 2)
 
 
+def _stalls(conn: socket.socket, stop: threading.Event) -> None:
+    """A keep-alive comment every 0.1 s until just before a deadline of 1 s, then
+    nothing: the status came at once, and the last wait begins with the deadline near."""
+    _read_request(conn)
+    began = time.monotonic()
+    conn.sendall(_head("text/event-stream"))
+    while time.monotonic() - began < 0.9 and not stop.wait(0.1):
+        conn.sendall(b"8\r\n: ping\n\n\r\n")
+    stop.wait(GUARD * 2)
+
+
 def _answers(conn: socket.socket, stop: threading.Event) -> None:
     _read_request(conn)
     conn.sendall(_head("application/json", len(ANSWER)) + ANSWER)
@@ -122,6 +133,22 @@ def _answers(conn: socket.socket, stop: threading.Event) -> None:
 def _streams(conn: socket.socket, stop: threading.Event) -> None:
     _read_request(conn)
     conn.sendall(_head("text/event-stream", len(EVENTS)) + EVENTS)
+
+
+def _slow_answers(conn: socket.socket, stop: threading.Event) -> None:
+    """A whole answer, its second half 0.5 s after its first."""
+    _read_request(conn)
+    conn.sendall(_head("application/json", len(ANSWER)) + ANSWER[:10])
+    if not stop.wait(0.5):
+        conn.sendall(ANSWER[10:])
+
+
+def _slow_streams(conn: socket.socket, stop: threading.Event) -> None:
+    """`_slow_answers` for a stream."""
+    _read_request(conn)
+    conn.sendall(_head("text/event-stream", len(EVENTS)) + EVENTS[:10])
+    if not stop.wait(0.5):
+        conn.sendall(EVENTS[10:])
 
 
 @pytest.fixture
@@ -220,6 +247,89 @@ def test_a_call_past_its_deadline_is_a_timeout_made_at_a_cost_unknown(
     assert error.context.metadata == {REPORTED_USAGE_KEY: {}}
     assert [(paid["provider"], paid["usage"]) for paid in paid_for(error)] == [("openai", {})]
     assert took < GUARD
+
+
+@pytest.mark.parametrize("way", list(CALLS))
+def test_a_server_gone_silent_just_before_the_deadline_is_cut_at_the_deadline(
+    serve: Callable[[_Behaviour], int], way: str
+) -> None:
+    """Each wait for the body is bounded by the time left as it begins, not by what was
+    left when the status came (the whole deadline again, here)."""
+    port = serve(_stalls)
+    provider = _provider(port, timeout=GUARD * 2, deadline=1.0)
+    error, took = _timed_failure(lambda: CALLS[way](provider))
+    assert type(error) is RequestTimeoutError
+    assert (error.message, error.retryable) == (_past(port, "1 s"), True)
+    assert error.context.metadata == {REPORTED_USAGE_KEY: {}}
+    assert [(paid["provider"], paid["usage"]) for paid in paid_for(error)] == [("openai", {})]
+    assert took < 1.6  # (a second past the silence's start, were the status's limit kept)
+
+
+def _never_sent(port: int) -> str:
+    return (
+        f"the call to 127.0.0.1:{port} was never sent: it waited for a free connection past "
+        "its deadline (0.5 s); change it with the `deadline=` argument of allama.provider(...) "
+        "(or of the Transport you pass): a number of seconds, or None for no limit on the "
+        "whole call"
+    )
+
+
+def test_a_call_that_waited_for_a_free_connection_past_its_deadline_was_never_sent(
+    serve: Callable[[_Behaviour], int],
+) -> None:
+    import httpx2
+
+    port = serve(_pings)
+    transport = Transport(limits=httpx2.Limits(max_connections=1), deadline=0.5)
+    provider = allama.provider(
+        "openai", api_key="sk-test-key", base_url=f"http://127.0.0.1:{port}/v1", transport=transport
+    )
+    with provider.chat_stream(REQUEST):  # answered, unread: the one connection held
+        error, _ = _timed_failure(lambda: provider.chat(REQUEST))
+    assert (type(error), error.message, error.retryable) == (
+        RequestTimeoutError,
+        _never_sent(port),
+        True,
+    )
+    assert (error.context.metadata, paid_for(error)) == ({}, [])
+
+
+def test_an_async_call_that_waited_for_a_free_connection_past_its_deadline_was_never_sent(
+    serve: Callable[[_Behaviour], int],
+) -> None:
+    import httpx2
+
+    port = serve(_pings)
+    transport = Transport(limits=httpx2.Limits(max_connections=1), deadline=0.5)
+    provider = allama.provider(
+        "openai", api_key="sk-test-key", base_url=f"http://127.0.0.1:{port}/v1", transport=transport
+    )
+
+    async def main() -> Error:
+        stream = await provider.achat_stream(REQUEST)
+        async with stream:  # answered, unread: the one connection held
+            with pytest.raises(Error) as raised:
+                await provider.achat(REQUEST)
+        return raised.value
+
+    error = asyncio.run(main())
+    assert (type(error), error.message) == (RequestTimeoutError, _never_sent(port))
+    assert (error.context.metadata, paid_for(error)) == ({}, [])
+
+
+@pytest.mark.parametrize("way", list(CALLS))
+def test_calls_sent_within_no_deadline_have_none(
+    serve: Callable[[_Behaviour], int], way: str
+) -> None:
+    """What a provider batch job's own calls (its files, its status) are sent within."""
+    streamed = "stream" in way
+    port = serve(_slow_streams if streamed else _slow_answers)
+    provider = _provider(port, deadline=0.2)
+    with no_deadline():
+        response: Any = CALLS[way](provider)
+    assert response.text() == ("hi" if streamed else '{"n": 1}')
+    with pytest.raises(RequestTimeoutError):  # (and outside it, the deadline again)
+        CALLS[way](provider)
 
 
 class Row(BaseModel):

@@ -4120,3 +4120,46 @@ def test_the_server_errors_of_a_gemini_job_failed_counting_more_answers_are_paid
     assert len(again.keys) == 2 and len(answered) == 1 and run.summary.cost_unknown == 1
     unknown = [r.index for r in results if r.metadata is not None and r.metadata.cost is None]
     assert len(unknown) == 1 and unknown[0] not in answered
+
+
+@pytest.mark.parametrize("side", ["sync", "async"])
+def test_a_jobs_own_calls_are_not_cut_by_the_providers_deadline(
+    server: ProviderBatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, side: str
+) -> None:
+    """`deadline=` bounds model calls: a job's results file slower to download than it (a
+    large one) is downloaded once, its rows answered, not cut and downloaded again until
+    every row fails."""
+    import _provider_batch_server as fake
+
+    dispatch = fake._Handler._dispatch
+
+    def slow_results(handler: Any, method: str) -> None:
+        if method == "GET" and "/content" in handler.path:
+            time.sleep(0.6)  # a large results file
+        dispatch(handler, method)
+
+    monkeypatch.setattr(fake._Handler, "_dispatch", slow_results)
+    provider = allama.provider(
+        "openai", base_url=server.openai_base, api_key="test-key", deadline=0.3
+    )
+    ledger = tmp_path / "deadline.sqlite"
+    if side == "sync":
+        results = _run(provider, "gpt-4o-mini", _docs(2), ledger)
+    else:
+
+        async def main() -> list[BatchResult[Doc]]:
+            run = allama.abatch(
+                provider,
+                Doc,
+                _docs(2),
+                request=allama.ChatRequest("gpt-4o-mini").system("Read the number."),
+                ledger=ledger,
+                provider_batch=True,
+                poll_interval=0.001,
+                backoff=0.001,
+            )
+            return [result async for result in run]
+
+        results = sorted(asyncio.run(main()), key=lambda r: r.index)
+    assert [(r.value, r.failure) for r in results] == [(Doc(n=0), None), (Doc(n=1), None)]
+    assert list(server.result_downloads.values()) == [1]

@@ -35,6 +35,8 @@ import threading
 import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn, Self, TypeVar
 
@@ -67,6 +69,7 @@ __all__ = [
     "check_deadline",
     "check_timeout",
     "mask_query_in_log",
+    "no_deadline",
 ]
 
 _DEFAULT_SECONDS = 600.0
@@ -135,6 +138,11 @@ def _timeout_message(
     where = _where(request)
     deadline = _deadline_of(request)
     if deadline is not None and deadline.ran_out_by(exc):
+        if isinstance(exc, httpx2.PoolTimeout):
+            return (
+                f"the call to {where} was never sent: it waited for a free connection past "
+                f"its deadline ({_seconds(deadline.seconds)}); {_DEADLINE_ADVICE}"
+            )
         return (
             f"the call to {where} took longer than its deadline "
             f"({_seconds(deadline.seconds)}, from sending to the answer's last byte); "
@@ -238,9 +246,12 @@ class _Deadline:
     ending at `end` (`time.monotonic()`). httpx2 bounds each wait alone (`timeout=`): a
     server that sends a byte a second, or a keep-alive comment every few seconds, holds a
     call forever. So every limit is cut to the time left as the call starts (`cut`), the
-    read limit again as the answer's status comes (`answered`), and the body, read in
-    chunks, is checked against the clock after each (`overdue`). A timeout of a limit it
-    cut, or its check, is the deadline running out (`ran_out_by`)."""
+    read limit again as the answer's status comes (`answered`), each read of the body to
+    the time left as it begins (`_capped`, `_achunks_within`: a server that sends until
+    just before the deadline and then goes silent is cut at the deadline, not when the
+    limit set at the status runs out), and the body, read in chunks, is checked against
+    the clock after each (`overdue`). A timeout of a limit it cut, or its check, is the
+    deadline running out (`ran_out_by`)."""
 
     __slots__ = ("configured", "cut", "end", "ran_out", "seconds")
 
@@ -304,24 +315,120 @@ def _deadline_of(request: httpx2.Request | None) -> _Deadline | None:
     return deadline if isinstance(deadline, _Deadline) else None
 
 
+_NO_DEADLINE: ContextVar[bool] = ContextVar("allama_no_deadline", default=False)
+
+
+@contextmanager
+def no_deadline() -> Iterator[None]:
+    """Calls sent within (in this context, and in the threads given a copy of it) have no
+    deadline: a provider batch job's own calls (its files, its status), whose uploads and
+    downloads a deadline sized for model calls would cut, every time. A context, not an
+    argument of `send`: a Transport subclass's `send(request)` passes it on unchanged."""
+    token = _NO_DEADLINE.set(True)
+    try:
+        yield
+    finally:
+        _NO_DEADLINE.reset(token)
+
+
+def _deadline_for(seconds: float) -> _Deadline | None:
+    """The deadline of `seconds` for a call starting now: none within `no_deadline()`."""
+    if _NO_DEADLINE.get():
+        return None
+    return _Deadline(seconds, time.monotonic())
+
+
+def _capped(response: httpx2.Response, deadline: _Deadline) -> Callable[[], None] | None:
+    """Make each read of `response`'s connection (HTTP/1, a sync stream of httpcore2's) wait
+    no longer than the time left before `deadline`: httpcore2 reads the body with the read
+    limit it took as the body began, which a server that sends until just before the
+    deadline and then goes silent runs out only well past it. What undoes it; `None` where
+    the connection's stream is not one known (the chunks are still checked). Reads made
+    once `response` is closed pass untouched: its connection is the pool's again, and may
+    be another call's."""
+    stream = _own_stream(response)
+    read = getattr(stream, "read", None)
+    own = getattr(stream, "__dict__", None)
+    if read is None or not isinstance(own, dict) or "read" in own:
+        return None
+
+    def within(max_bytes: int, timeout: float | None = None) -> bytes:
+        if response.is_closed:
+            data: bytes = read(max_bytes, timeout)
+            return data
+        left = deadline.end - time.monotonic()
+        if timeout is not None and timeout <= left:
+            data = read(max_bytes, timeout)  # (its own limit runs out first: its timeout)
+            return data
+        try:
+            data = read(max_bytes, max(left, 0.001))
+        except Exception:
+            if time.monotonic() >= deadline.end:
+                deadline.ran_out = True  # (a read timeout now is the deadline's)
+            raise
+        return data
+
+    stream.read = within
+
+    def undo() -> None:
+        if own.get("read") is within:
+            del own["read"]
+
+    return undo
+
+
 def _read_within(response: httpx2.Response, deadline: _Deadline) -> bytes:
-    """The whole body of `response`, read in chunks, each checked against `deadline`."""
+    """The whole body of `response`, read in chunks, each read bounded by `deadline`
+    (`_capped`) and each chunk checked against it."""
+    undo = _capped(response, deadline)
     parts = []
-    for chunk in response.iter_bytes():
+    try:
+        for chunk in response.iter_bytes():
+            if time.monotonic() >= deadline.end:
+                raise deadline.overdue(response.request)
+            parts.append(chunk)
+    finally:
+        if undo is not None:
+            undo()
+    return b"".join(parts)
+
+
+async def _achunks_within(response: httpx2.Response, deadline: _Deadline) -> AsyncIterator[bytes]:
+    """The body of an async `response`, each wait for a chunk bounded by `deadline` (on an
+    asyncio loop: `asyncio.timeout_at`, this task's alone, so a connection given back to
+    the pool is never touched) and each chunk checked against it. On another loop's library
+    the chunks are checked alone."""
+    import asyncio
+
+    try:
+        loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+    except RuntimeError:  # another event loop's library
+        loop = None
+    chunks = response.aiter_bytes()
+    while True:
+        if loop is None:
+            try:
+                chunk = await anext(chunks)
+            except StopAsyncIteration:
+                return
+        else:
+            # The loop's clock need not be `time.monotonic()` (uvloop's is its own).
+            when = loop.time() + (deadline.end - time.monotonic())
+            try:
+                async with asyncio.timeout_at(when):
+                    chunk = await anext(chunks)
+            except StopAsyncIteration:
+                return
+            except TimeoutError as exc:
+                raise deadline.overdue(response.request) from exc
         if time.monotonic() >= deadline.end:
             raise deadline.overdue(response.request)
-        parts.append(chunk)
-    return b"".join(parts)
+        yield chunk
 
 
 async def _aread_within(response: httpx2.Response, deadline: _Deadline) -> bytes:
     """`_read_within` for an async response."""
-    parts = []
-    async for chunk in response.aiter_bytes():
-        if time.monotonic() >= deadline.end:
-            raise deadline.overdue(response.request)
-        parts.append(chunk)
-    return b"".join(parts)
+    return b"".join([chunk async for chunk in _achunks_within(response, deadline)])
 
 
 _SENT_BODY: type[httpx2.ByteStream] | None = None
@@ -644,7 +751,9 @@ class _OpenStream:
         self._own_client = own_client
         self._deadline = deadline
         """The call's deadline, checked after each chunk of the body (its reader's time
-        between chunks counts)."""
+        between chunks counts), and bounding each wait for one."""
+        self._uncap: Callable[[], None] | None = None
+        """What undoes the deadline's bound on the reads of a sync stream's connection."""
         self._closed = closed or _open
         """Whether the client the stream came from was closed under it."""
         self._shut = False
@@ -693,6 +802,8 @@ class StreamResponse(_OpenStream):
             if deadline is None:
                 yield from self._response.iter_bytes()
                 return
+            if self._uncap is None:
+                self._uncap = _capped(self._response, deadline)
             for chunk in self._response.iter_bytes():
                 if time.monotonic() >= deadline.end:
                     raise deadline.overdue(self._response.request)
@@ -702,6 +813,14 @@ class StreamResponse(_OpenStream):
         except BaseException as exc:  # a Ctrl-C: raised as itself
             self._cut(exc)
             raise
+        finally:
+            self._uncapped()
+
+    def _uncapped(self) -> None:
+        """Undo the deadline's bound on the reads of this stream's connection (`_capped`)."""
+        undo, self._uncap = self._uncap, None
+        if undo is not None:
+            undo()
 
     def read(self) -> bytes:
         try:
@@ -718,6 +837,7 @@ class StreamResponse(_OpenStream):
         shakes hands) again. What is there already, or comes within `_DRAIN_SECONDS`, up to
         `_DRAIN_BYTES`: a server that keeps the stream open after its end is left to
         `close()`, not waited for."""
+        self._uncapped()  # (the chunks are still checked against the call's deadline)
         stream = _own_stream(self._response)
         read = getattr(stream, "read", None)
         own = getattr(stream, "__dict__", None)
@@ -760,6 +880,7 @@ class StreamResponse(_OpenStream):
         if not self._response.is_closed:
             _retire(_own_socket(self._response))
         self._response.close()
+        self._uncapped()
 
 
 class AsyncStreamResponse(_OpenStream):
@@ -772,9 +893,7 @@ class AsyncStreamResponse(_OpenStream):
                 async for chunk in self._response.aiter_bytes():
                     yield chunk
                 return
-            async for chunk in self._response.aiter_bytes():
-                if time.monotonic() >= deadline.end:
-                    raise deadline.overdue(self._response.request)
+            async for chunk in _achunks_within(self._response, deadline):
                 yield chunk
         except _failures() as exc:
             raise self._broken(exc) from exc
@@ -1131,7 +1250,7 @@ class Transport:
     def send(self, request: HttpRequest) -> HttpResponse:
         client, own = self._sync(), self._owns_client
         direct = self._direct
-        deadline = None if self._deadline is None else _Deadline(self._deadline, time.monotonic())
+        deadline = None if self._deadline is None else _deadline_for(self._deadline)
         built = None
         status = None
         try:
@@ -1181,7 +1300,7 @@ class Transport:
     async def asend(self, request: HttpRequest) -> HttpResponse:
         client, own = self._async(), self._owns_async_client
         direct = self._adirect
-        deadline = None if self._deadline is None else _Deadline(self._deadline, time.monotonic())
+        deadline = None if self._deadline is None else _deadline_for(self._deadline)
         built = None
         status = None
         try:
@@ -1227,7 +1346,7 @@ class Transport:
 
     def open_stream(self, request: HttpRequest) -> StreamResponse:
         client, own = self._sync(), self._owns_client
-        deadline = None if self._deadline is None else _Deadline(self._deadline, time.monotonic())
+        deadline = None if self._deadline is None else _deadline_for(self._deadline)
         built = None
         try:
             built = self._build(client, own, request)
@@ -1253,7 +1372,7 @@ class Transport:
 
     async def aopen_stream(self, request: HttpRequest) -> AsyncStreamResponse:
         client, own = self._async(), self._owns_async_client
-        deadline = None if self._deadline is None else _Deadline(self._deadline, time.monotonic())
+        deadline = None if self._deadline is None else _deadline_for(self._deadline)
         built = None
         try:
             built = self._build(client, own, request)

@@ -30,6 +30,7 @@ from allama.adapters._jobs import (
 )
 from allama.batch._threads import settle
 from allama.errors import Error, InvalidRequestError, ServerError
+from allama.transport import no_deadline
 
 if TYPE_CHECKING:
     from allama.providers._http import HttpProvider
@@ -118,7 +119,13 @@ class ProviderJobs:
 
     async def run(self, steps: Steps, model: str, *, sync: bool = False) -> Any:
         """Drive `steps` over the provider's transport (its sync side in a worker thread
-        when `sync`: a provider used from a `batch` run keeps to one side)."""
+        when `sync`: a provider used from a `batch` run keeps to one side), with no
+        `deadline=`: one sized for model calls would cut a job's file uploads and downloads
+        (the same ones, every time), and a slow job step is bounded by `timeout=` still."""
+        with no_deadline():
+            return await self._run(steps, model, sync=sync)
+
+    async def _run(self, steps: Steps, model: str, *, sync: bool) -> Any:
         transport = self.provider._transport
         send: Callable[[HttpRequest], Any] = (
             (lambda http: _in_daemon(transport.send, http)) if sync else transport.asend
