@@ -1265,7 +1265,7 @@ class HttpProvider:
         chunks = handle.iter_bytes() if span is None else span.timed(handle.iter_bytes())
         if _html_answer(handle.headers):
             try:
-                read = _page_head(chunks)
+                read = _head(chunks, _page_told)
                 if _a_page(read):
                     raise _no_stream(read + b"".join(chunks))
             except BaseException as failure:
@@ -1430,7 +1430,7 @@ class HttpProvider:
         chunks = handle.aiter_bytes() if span is None else span.atimed(handle.aiter_bytes())
         if _html_answer(handle.headers):
             try:
-                read = await _apage_head(chunks)
+                read = await _ahead(chunks, _page_told)
                 if _a_page(read):
                     raise _no_stream(read + b"".join([chunk async for chunk in chunks]))
             except BaseException as failure:
@@ -1715,21 +1715,22 @@ def _object_start(head: bytes) -> bool:
     return head.removeprefix(_BOM).lstrip()[:1] == b"{"
 
 
-def _head(chunks: Iterator[bytes]) -> bytes:
-    """The chunks up to the first that is not blank: enough to tell what the body is."""
+def _head(chunks: Iterator[bytes], told: Callable[[bytes], bool] = _begun) -> bytes:
+    """The chunks up to what `told` says is enough to tell what the body is (by default the
+    first that is not blank); the rest is left to read."""
     head = b""
     for chunk in chunks:
         head += chunk
-        if _begun(head):
+        if told(head):
             break
     return head
 
 
-async def _ahead(chunks: AsyncIterator[bytes]) -> bytes:
+async def _ahead(chunks: AsyncIterator[bytes], told: Callable[[bytes], bool] = _begun) -> bytes:
     head = b""
     async for chunk in chunks:
         head += chunk
-        if _begun(head):
+        if told(head):
             break
     return head
 
@@ -1793,26 +1794,6 @@ def _page_told(head: bytes) -> bool:
         return False
     start = head.removeprefix(_BOM).lstrip()
     return start[:1] != b"<" or len(start) >= _PAGE_SIGN
-
-
-def _page_head(chunks: Iterator[bytes]) -> bytes:
-    """The chunks of a body labelled HTML up to what tells whether it is a page (the rest
-    is left to read, as a stream if it is none)."""
-    head = b""
-    for chunk in chunks:
-        head += chunk
-        if _page_told(head):
-            break
-    return head
-
-
-async def _apage_head(chunks: AsyncIterator[bytes]) -> bytes:
-    head = b""
-    async for chunk in chunks:
-        head += chunk
-        if _page_told(head):
-            break
-    return head
 
 
 def _a_page(head: bytes) -> bool:
