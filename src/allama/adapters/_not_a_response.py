@@ -35,11 +35,11 @@ def not_a_response(
 def not_a_stream(
     body: bytes | str, *, provider: str | None = None, model: str | None = None
 ) -> ServerError:
-    """`not_a_response` for a streamed call answered with a page labelled HTML (read whole):
-    what a call not streamed raises for it, rather than a stream that ended early (which
-    counts nothing paid)."""
+    """`not_a_response` for a streamed call answered with an HTML page (its first bytes
+    said so; read whole): what a call not streamed raises for it, rather than a stream that
+    ended early (which counts nothing paid)."""
     text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
-    why = _html_page(text) or f"it is labelled an HTML page ({_HTML_ADVICE})"
+    why = _html_page(text) or f"it is an HTML page ({_HTML_ADVICE})"
     return _unreadable(text, why, "a stream", provider, model)
 
 
