@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from allama.extract._json import NotJsonError
-from allama.extract._validation import _loads
+from allama.extract._json import loads as _loads
 
 JSON = st.recursive(
     st.none()

@@ -97,13 +97,13 @@ def test_extra_keys_written_once_are_kept_and_counted_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     careful: list[str] = []
-    read = _validation._loads
+    read = _validation.read
 
     def spied(raw: str) -> Any:
         careful.append(raw)
         return read(raw)
 
-    monkeypatch.setattr(_validation, "_loads", spied)
+    monkeypatch.setattr(_validation, "read", spied)
     value = _extract(Outer, '{"name": "a", "inner": {"id": 1, "k": 2, "more": {"x": 1}}}')
     assert value == Outer(name="a", inner=Open(id=1, k=2, more={"x": 1}))
     assert value.inner.model_extra == {"k": 2, "more": {"x": 1}}

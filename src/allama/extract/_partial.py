@@ -1650,11 +1650,7 @@ def _decode(body: str) -> str:
     if "\\" not in body:
         return body
     decoded: str = json.loads(f'"{body}"')
-    return storable(decoded) if _LONE_SURROGATE.search(decoded) else decoded
-
-
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-"""Half a surrogate pair: what escapes decode to when their other half is not beside them."""
+    return storable(decoded)
 
 
 def _decode_open(body: str) -> str:
@@ -1674,7 +1670,7 @@ def _decode_open(body: str) -> str:
     if text and "\ud800" <= text[-1] <= "\udbff":
         text = text[:-1]
     # A half alone before it is U+FFFD, as `finish()` reads it.
-    return storable(text) if _LONE_SURROGATE.search(text) else text
+    return storable(text)
 
 
 class _OpenText:
@@ -1727,8 +1723,7 @@ class _OpenText:
             back = 1 if "\ud800" <= raw[-1] <= "\udbff" else 6
             kept = raw[-back:] + kept
         self.kept = kept
-        if _LONE_SURROGATE.search(text):  # a half alone is U+FFFD, as `finish()` reads it
-            text = storable(text)
+        text = storable(text)  # a half alone is U+FFFD, as `finish()` reads it
         return self._grown(text)
 
     def _grown(self, more: str) -> str:

@@ -34,7 +34,7 @@ from allama.extract._decimals import (
     stood_in,
     too_large,
 )
-from allama.extract._json import NotJsonError, keys_all_kept, loads, read
+from allama.extract._json import NotJsonError, keys_all_kept, read
 from allama.extract._json_strict import BESIDE, said_first, validate_strict_json
 from allama.extract._kept import NOT_FINITE, Merged, kept_keys, merged_keys, non_finite_place
 from allama.extract._output import CAREFUL, OutputPlan, output_plan, schema_nodes
@@ -630,12 +630,6 @@ _INFINITY = float("inf")
 _LARGEST = int(sys.float_info.max)
 
 
-def _loads(raw: str) -> Any:
-    """The output's JSON value, read strictly (`NaN`, `Infinity` and duplicate keys are
-    errors that name the place); otherwise `json.loads`'s answer and message."""
-    return loads(raw)
-
-
 class _Halves:
     """Whether a reading of an output met half of a character (a lone surrogate), read as
     U+FFFD: the answer is then told `lone_surrogates`."""
@@ -826,7 +820,7 @@ def _check(
         if once is not CAREFUL:
             return once
     try:
-        value, held = read(raw)  # `_loads`'s value, each half of a character U+FFFD
+        value, held = read(raw)  # read strictly, each half of a character U+FFFD
     except NotJsonError as error:
         if error.number is not None:
             return _too_large(raw, error, adapter, schema, reject_undeclared, plan, halves)
@@ -861,7 +855,7 @@ def _check(
     seen = validated if listed is None else listed[0]
     kept = kept_keys(seen)
     if kept != NOT_FINITE and not keys_all_kept(text, kept) and kept < kept_keys(written):
-        # Fewer keys kept than written (no key was written twice: `_loads` says so): a key
+        # Fewer keys kept than written (no key was written twice: `read` says so): a key
         # the type ignores, or two keys it reads as one, whose values one would drop. Only
         # keys the text wrote are counted (a default's are not), and pydantic gives no map
         # more keys than its object wrote: a map that lost one shows in the totals, however
