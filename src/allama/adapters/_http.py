@@ -25,6 +25,7 @@ __all__ = [
     "HttpResponse",
     "SECRET_HEADERS",
     "body_message",
+    "detail_text",
     "html_heading",
     "http_date",
     "is_secret_header",
@@ -282,11 +283,25 @@ def _framework_detail(text: str) -> str | None:
         return None
     detail = payload.get("detail") if isinstance(payload, dict) else None
     if isinstance(detail, list) and detail:
-        # (Imported here: that module reads this one.)
-        from allama.adapters.openai_compat._errors import _detail_text
-
-        return _detail_text(detail)
+        return detail_text(detail)
     return detail.strip() if isinstance(detail, str) and detail.strip() else None
+
+
+def detail_text(detail: Any) -> str:
+    """A `detail` in words: its text, or a validation's problems (FastAPI's and Mistral's
+    `[{"loc": ["body", "store"], "msg": ...}]`) as `body.store: msg`, each problem's
+    `input` (which echoes the request's values) left out; dumped only when unreadable."""
+    if isinstance(detail, str):
+        return detail
+    said: list[str] = []
+    for problem in detail if isinstance(detail, list) else ():
+        msg = problem.get("msg") if isinstance(problem, dict) else None
+        if not isinstance(msg, str) or not msg:
+            return json.dumps(detail)
+        loc = problem.get("loc")
+        where = ".".join(str(part) for part in loc) if isinstance(loc, list) and loc else ""
+        said.append(f"{where}: {msg}" if where else msg)
+    return "; ".join(said) if said else json.dumps(detail)
 
 
 def html_heading(text: str) -> str | None:

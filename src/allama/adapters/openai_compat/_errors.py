@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from allama.adapters._http import body_message, http_date, wait_until, wire_json
+from allama.adapters._http import body_message, detail_text, http_date, wait_until, wire_json
 from allama.errors import (
     REPORTED_USAGE_KEY,
     SCHEMAS_TOGETHER_KEY,
@@ -283,7 +283,7 @@ class ErrorInfo:
             return cls(inner, code=_text(payload.get("code")), type=_text(payload.get("type")))
         detail = payload.get("detail")
         if detail is not None:
-            return cls(_detail_text(detail))
+            return cls(detail_text(detail))
         if "message" in payload:
             return cls._from_object(payload)
         errors = payload.get("errors")
@@ -318,7 +318,7 @@ class ErrorInfo:
         if isinstance(message, str):
             text = message
         elif isinstance(message, dict) and message.get("detail") is not None:
-            text = _detail_text(message["detail"])  # Mistral's 422: `{"message": {"detail"}}`
+            text = detail_text(message["detail"])  # Mistral's 422: `{"message": {"detail"}}`
         else:
             text = json.dumps(obj)
         metadata = obj.get("metadata")
@@ -362,23 +362,6 @@ def _relayed(raw: Any) -> ErrorInfo | None:
     if isinstance(raw, dict):
         return ErrorInfo.parse(raw) or ErrorInfo(json.dumps(raw))
     return None
-
-
-def _detail_text(detail: Any) -> str:
-    """A `detail` in words: its text, or a validation's problems (FastAPI's and Mistral's
-    `[{"loc": ["body", "store"], "msg": ...}]`) as `body.store: msg`, each problem's
-    `input` (which echoes the request's values) left out; dumped only when unreadable."""
-    if isinstance(detail, str):
-        return detail
-    said: list[str] = []
-    for problem in detail if isinstance(detail, list) else ():
-        msg = problem.get("msg") if isinstance(problem, dict) else None
-        if not isinstance(msg, str) or not msg:
-            return json.dumps(detail)
-        loc = problem.get("loc")
-        where = ".".join(str(part) for part in loc) if isinstance(loc, list) and loc else ""
-        said.append(f"{where}: {msg}" if where else msg)
-    return "; ".join(said) if said else json.dumps(detail)
 
 
 def _text(value: Any) -> str | None:
