@@ -29,14 +29,13 @@ __all__ = [
     "html_heading",
     "http_date",
     "is_secret_header",
-    "names_no_method",
-    "names_nothing_found",
     "option_fields",
     "origin",
     "provider_now",
     "read_json",
     "replaced_by_option",
     "rfc3339_seconds",
+    "says_status_alone",
     "settings_as_sent",
     "wait_until",
     "wire_json",
@@ -324,35 +323,33 @@ def html_heading(text: str) -> str | None:
 
 _HTML_PAGE = "the provider answered"
 _WITH_A_PAGE = "with an HTML page (not its API's error)"
-_NOTHING_FOUND = re.compile(
-    rf"(?i)(?:{_HTML_PAGE} HTTP 404 {re.escape(_WITH_A_PAGE)})?"
-    r"(?:[\W_]|http|404|error|detail|message|status|code|page|not[\W_]+found)*"
-)
-"""A 404's message that says nothing but that (`body_message`'s of a bodiless answer or a
-web server's page, a web framework's `{"detail": "Not Found"}`, Go's `404 page not
-found`)."""
 
 
-def names_nothing_found(message: str) -> bool:
-    """Whether a 404's `message` says no more than that nothing was found: the server's
-    answer to a path it does not serve (a base URL missing its `/v1`), not the API's word on
-    a model or a resource, which would say which."""
-    return _NOTHING_FOUND.fullmatch(message) is not None
+def _saying_only(status: int, words: str) -> re.Pattern[str]:
+    """A message of status `status` that says nothing but what the status says (`words`):
+    `body_message`'s of a bodiless answer or a web server's page, a web framework's
+    `{"detail": ...}`, Go's `404 page not found`."""
+    return re.compile(
+        rf"(?i)(?:{_HTML_PAGE} HTTP {status} {re.escape(_WITH_A_PAGE)})?"
+        rf"(?:[\W_]|http|{status}|error|detail|message|status|code|page|{words})*"
+    )
 
 
-_NOTHING_ALLOWED = re.compile(
-    rf"(?i)(?:{_HTML_PAGE} HTTP 405 {re.escape(_WITH_A_PAGE)})?"
-    r"(?:[\W_]|http|405|error|detail|message|status|code|page|method|not[\W_]+allowed)*"
-)
-"""A 405's message that says nothing but that (`body_message`'s of a bodiless answer or a
-web server's page, a web framework's `{"detail": "Method Not Allowed"}`)."""
+_STATUS_ALONE = {
+    404: _saying_only(404, r"not[\W_]+found"),
+    405: _saying_only(405, r"method|not[\W_]+allowed"),
+}
+"""By status, a message that says no more than it: a 404's that nothing was found (the
+server's answer to a path it does not serve, a base URL missing its `/v1`, not the API's
+word on a model or a resource, which would say which), a 405's that the method is not
+allowed (a path that takes no POST, another app at the base URL, not the API's word on the
+request: DeepInfra refuses JSON mode with a 405 that says so)."""
 
 
-def names_no_method(message: str) -> bool:
-    """Whether a 405's `message` says no more than that the method is not allowed: a path
-    that takes no POST (another app at the base URL), not the API's word on the request
-    (DeepInfra refuses JSON mode with a 405 that says so)."""
-    return _NOTHING_ALLOWED.fullmatch(message) is not None
+def says_status_alone(message: str, status: int) -> bool:
+    """Whether `message`, of a 404 or a 405, says no more than its status (`_STATUS_ALONE`)."""
+    pattern = _STATUS_ALONE.get(status)
+    return pattern is not None and pattern.fullmatch(message) is not None
 
 
 def rfc3339_seconds(stamp: Any) -> float | None:

@@ -34,9 +34,8 @@ from allama.adapters._http import (
     HttpResponse,
     html_heading,
     is_secret_header,
-    names_no_method,
-    names_nothing_found,
     read_json,
+    says_status_alone,
 )
 from allama.errors import (
     QUOTA_TOKENS_PER_MINUTE_KEY,
@@ -1056,9 +1055,9 @@ class HttpProvider:
         return self._version_advice(_in_its_terms(error, request, self._preset.dialect))
 
     def _not_found_at(self, error: Error, url: str | None) -> Error:
-        """A 404 that says nothing but "Not Found" (`names_nothing_found`: the server serves
+        """A 404 that says nothing but "Not Found" (`says_status_alone`: the server serves
         nothing at the path, not the API's word on a model), or a 405 that says nothing but
-        "Method Not Allowed" (`names_no_method`: the path takes no POST, another app is at
+        "Method Not Allowed" (`says_status_alone`: the path takes no POST, another app is at
         the base URL), with the path it was sent to
         (not the query, which may hold a key) and what to check: the base URL, which an
         OpenAI-compatible server's usually ends with `/v1` (not added, as some serve at
@@ -1067,16 +1066,11 @@ class HttpProvider:
         if url is None:
             return error
         status = error.context.status
-        if status == 405 and names_no_method(error.message or ""):
-            said = error.message or "Method Not Allowed"
-        elif (
-            status == 404
-            and isinstance(error, NotFoundError)
-            and names_nothing_found(error.message or "")
-        ):
-            said = error.message or "Not Found"
-        else:
+        if status is None or not says_status_alone(error.message or "", status):
             return error
+        if status == 404 and not isinstance(error, NotFoundError):
+            return error
+        said = error.message or ("Not Found" if status == 404 else "Method Not Allowed")
         path = _url_path(url).partition("?")[0] or "/"
         advice = "check the base URL"
         base = _url_path(self._base_url or "").rpartition("/")[2]
