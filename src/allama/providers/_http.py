@@ -1105,7 +1105,7 @@ class HttpProvider:
         """Whether a streamed call was answered with JSON where the dialect streams another
         type: a gateway or a compatible host that ignores `stream: true` may send the whole
         response, or an error object under a 200, as to a plain call."""
-        media = headers.get("content-type", "").partition(";")[0].strip().lower()
+        media = _media_type(headers)
         is_json = media == "application/json" or media.endswith("+json")
         return is_json and media != self._adapter.stream_accept
 
@@ -1767,12 +1767,17 @@ _TOKEN_FAULTS = {
 _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 
 
+def _media_type(headers: Mapping[str, str]) -> str:
+    """An answer's media type, without its parameters (`; charset=utf-8`), in lower case."""
+    return headers.get("content-type", "").partition(";")[0].strip().lower()
+
+
 def _html_answer(headers: Mapping[str, str]) -> bool:
     """Whether a streamed call's 2xx answer is labelled an HTML page: no dialect streams
     one (a proxy's sign-in page, a web server's where the API is not), but a server that
     labels whatever it sends so (Flask's `Response`, Django's, a home-grown proxy) may
     stream events under it, so its first bytes decide (`_a_page`)."""
-    media = headers.get("content-type", "").partition(";")[0].strip().lower()
+    media = _media_type(headers)
     return media in _HTML_TYPES
 
 
