@@ -1010,33 +1010,30 @@ def _template_key(request: HttpRequest) -> tuple[object, ...]:
 def check_timeout(value: Any) -> None:
     """Check the `timeout=` argument: `None` for the default, a positive number of seconds
     for every limit, or an `httpx2.Timeout`."""
-    if value is None:
+    if value is None or isinstance(value, httpx2.Timeout):
         return
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        if not 0 < value < float("inf"):
-            raise ValueError(
-                "timeout must be a positive, finite number of seconds "
-                "(httpx2.Timeout(None) waits without a limit)"
-            )
-        return
-    if not isinstance(value, httpx2.Timeout):
-        raise TypeError(
-            "timeout must be a number of seconds or an httpx2.Timeout, such as "
-            f"httpx2.Timeout(600.0, connect=5.0); got {type(value).__name__}"
-        )
+    _check_seconds(
+        value,
+        "timeout",
+        "a number of seconds or an httpx2.Timeout, such as httpx2.Timeout(600.0, connect=5.0);",
+        "httpx2.Timeout(None) waits without a limit",
+    )
 
 
 def check_deadline(value: Any) -> None:
     """Check the `deadline=` argument: `None` for none, or a positive, finite number of
     seconds (the limit on a whole call, which no `timeout=` is)."""
-    if value is None:
-        return
+    if value is not None:
+        _check_seconds(value, "deadline", "a number of seconds or None,", "None sets no deadline")
+
+
+def _check_seconds(value: Any, name: str, kinds: str, unbounded: str) -> None:
+    """Refuse an argument `name` that is no positive, finite number of seconds, saying what
+    else it may be (`kinds`) and how to set no limit (`unbounded`)."""
     if not isinstance(value, int | float) or isinstance(value, bool):
-        raise TypeError(f"deadline must be a number of seconds or None, got {type(value).__name__}")
+        raise TypeError(f"{name} must be {kinds} got {type(value).__name__}")
     if not 0 < value < float("inf"):
-        raise ValueError(
-            "deadline must be a positive, finite number of seconds (None sets no deadline)"
-        )
+        raise ValueError(f"{name} must be a positive, finite number of seconds ({unbounded})")
 
 
 def _as_timeout(value: float | httpx2.Timeout | None) -> httpx2.Timeout:
