@@ -246,6 +246,10 @@ class HttpResponse:
 
 
 _HTML_START = ("<!doctype html", "<html", "<head", "<body")
+
+HTML_SIGN = 20
+"""The characters from a body's first other than whitespace that tell an HTML page
+(`html_heading`); a stream's first bytes are judged by as many."""
 _HTML_TITLE = r"(?is)<title[^>]*>(.*?)</title>|<h1[^>]*>(.*?)</h1>"
 
 
@@ -308,7 +312,7 @@ def html_heading(text: str) -> str | None:
     characters of it (`""` for a page that says nothing); `None` for a body that is no HTML
     page."""
     stripped = text.strip()
-    if not stripped[:20].lower().startswith(_HTML_START):
+    if not stripped[:HTML_SIGN].lower().startswith(_HTML_START):
         return None
     import html
     import re

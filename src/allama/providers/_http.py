@@ -29,6 +29,7 @@ from allama._not_a_request import not_a_request
 from allama._tokens import guessed_input_tokens
 from allama.adapters._adapter import Adapter, StreamDecoder, load_adapter
 from allama.adapters._http import (
+    HTML_SIGN,
     SECRET_HEADERS,
     HttpRequest,
     HttpResponse,
@@ -1781,18 +1782,13 @@ def _html_answer(headers: Mapping[str, str]) -> bool:
     return media in _HTML_TYPES
 
 
-_PAGE_SIGN = 20
-"""The bytes from a body's first that tell an HTML page (`html_heading` reads its start
-within as many)."""
-
-
 def _page_told(head: bytes) -> bool:
     """Whether a body's first bytes are enough to tell whether it is an HTML page: a
-    first byte other than `<` (no page), or `_PAGE_SIGN` bytes from the `<`."""
+    first byte other than `<` (no page), or `HTML_SIGN` bytes from the `<`."""
     if not _begun(head):
         return False
     start = head.removeprefix(_BOM).lstrip()
-    return start[:1] != b"<" or len(start) >= _PAGE_SIGN
+    return start[:1] != b"<" or len(start) >= HTML_SIGN
 
 
 def _a_page(head: bytes) -> bool:
