@@ -513,10 +513,10 @@ class _HeldTransport(Transport):
         super().__init__()
         self.taken, self.go_on = threading.Event(), threading.Event()
 
-    def _build(self, client: Any, owned: bool, request: Any) -> httpx2.Request:
+    def _build(self, client: Any, owned: bool, request: Any, deadline: Any) -> httpx2.Request:
         self.taken.set()
         assert self.go_on.wait(10)
-        return super()._build(client, owned, request)
+        return super()._build(client, owned, request, deadline)
 
 
 def test_a_call_reaching_the_pool_after_the_provider_closed_it_is_refused(

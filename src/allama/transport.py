@@ -331,9 +331,10 @@ def no_deadline() -> Iterator[None]:
         _NO_DEADLINE.reset(token)
 
 
-def _deadline_for(seconds: float) -> _Deadline | None:
-    """The deadline of `seconds` for a call starting now: none within `no_deadline()`."""
-    if _NO_DEADLINE.get():
+def _deadline_for(seconds: float | None) -> _Deadline | None:
+    """The deadline of `seconds` for a call starting now: none for `None`, nor within
+    `no_deadline()`."""
+    if seconds is None or _NO_DEADLINE.get():
         return None
     return _Deadline(seconds, time.monotonic())
 
@@ -429,6 +430,22 @@ async def _achunks_within(response: httpx2.Response, deadline: _Deadline) -> Asy
 async def _aread_within(response: httpx2.Response, deadline: _Deadline) -> bytes:
     """`_read_within` for an async response."""
     return b"".join([chunk async for chunk in _achunks_within(response, deadline)])
+
+
+def _whole_body(response: httpx2.Response, deadline: _Deadline | None) -> bytes:
+    """The body of an answer whose status just came, read within `deadline` if any."""
+    if deadline is None:
+        return response.read()
+    deadline.answered(response.request)
+    return _read_within(response, deadline)
+
+
+async def _awhole_body(response: httpx2.Response, deadline: _Deadline | None) -> bytes:
+    """`_whole_body` for an async response."""
+    if deadline is None:
+        return await response.aread()
+    deadline.answered(response.request)
+    return await _aread_within(response, deadline)
 
 
 _SENT_BODY: type[httpx2.ByteStream] | None = None
@@ -1194,6 +1211,19 @@ class Transport:
         return bool(log.isEnabledFor(20))  # logging.INFO
 
     def _build(
+        self,
+        client: httpx2.Client | httpx2.AsyncClient,
+        owned: bool,
+        request: HttpRequest,
+        deadline: _Deadline | None,
+    ) -> httpx2.Request:
+        """The httpx2 request of `request`, bounded by `deadline` (`_Deadline.start`)."""
+        built = self._built(client, owned, request)
+        if deadline is not None:
+            deadline.start(built)
+        return built
+
+    def _built(
         self, client: httpx2.Client | httpx2.AsyncClient, owned: bool, request: HttpRequest
     ) -> httpx2.Request:
         content = request.content
@@ -1247,22 +1277,16 @@ class Transport:
     def send(self, request: HttpRequest) -> HttpResponse:
         client, own = self._sync(), self._owns_client
         direct = self._direct
-        deadline = None if self._deadline is None else _deadline_for(self._deadline)
+        deadline = _deadline_for(self._deadline)
         built = None
         status = None
         try:
-            built = self._build(client, own, request)
-            if deadline is not None:
-                deadline.start(built)
+            built = self._build(client, own, request, deadline)
             if direct is None or direct[0] is not client or self._logged():
                 response = client.send(built, stream=True, follow_redirects=False)
                 status = response.status_code
                 try:
-                    if deadline is None:
-                        content = response.read()
-                    else:
-                        deadline.answered(built)
-                        content = _read_within(response, deadline)
+                    content = _whole_body(response, deadline)
                 except _failures() as exc:
                     return _body_lost(
                         _emptied(response), exc, built, own, self._closed_under(client)
@@ -1274,11 +1298,7 @@ class Transport:
             response.request = built
             status = response.status_code
             try:
-                if deadline is None:
-                    content = response.read()
-                else:
-                    deadline.answered(built)
-                    content = _read_within(response, deadline)
+                content = _whole_body(response, deadline)
             except _failures() as exc:
                 kept = _received(client, response, b"")  # its cookies, as any answer's
                 return _body_lost(kept, exc, built, own, self._closed_under(client))
@@ -1297,22 +1317,16 @@ class Transport:
     async def asend(self, request: HttpRequest) -> HttpResponse:
         client, own = self._async(), self._owns_async_client
         direct = self._adirect
-        deadline = None if self._deadline is None else _deadline_for(self._deadline)
+        deadline = _deadline_for(self._deadline)
         built = None
         status = None
         try:
-            built = self._build(client, own, request)
-            if deadline is not None:
-                deadline.start(built)
+            built = self._build(client, own, request, deadline)
             if direct is None or direct[0] is not client or self._logged():
                 response = await client.send(built, stream=True, follow_redirects=False)
                 status = response.status_code
                 try:
-                    if deadline is None:
-                        content = await response.aread()
-                    else:
-                        deadline.answered(built)
-                        content = await _aread_within(response, deadline)
+                    content = await _awhole_body(response, deadline)
                 except _failures() as exc:
                     return _body_lost(_emptied(response), exc, built, own, client.is_closed)
                 finally:
@@ -1322,11 +1336,7 @@ class Transport:
             response.request = built
             status = response.status_code
             try:
-                if deadline is None:
-                    content = await response.aread()
-                else:
-                    deadline.answered(built)
-                    content = await _aread_within(response, deadline)
+                content = await _awhole_body(response, deadline)
             except _failures() as exc:
                 kept = _received(client, response, b"")  # its cookies, as any answer's
                 return _body_lost(kept, exc, built, own, client.is_closed)
@@ -1343,12 +1353,10 @@ class Transport:
 
     def open_stream(self, request: HttpRequest) -> StreamResponse:
         client, own = self._sync(), self._owns_client
-        deadline = None if self._deadline is None else _deadline_for(self._deadline)
+        deadline = _deadline_for(self._deadline)
         built = None
         try:
-            built = self._build(client, own, request)
-            if deadline is not None:
-                deadline.start(built)
+            built = self._build(client, own, request, deadline)
             response = client.send(built, stream=True, follow_redirects=False)
             if deadline is not None:
                 deadline.answered(built)
@@ -1369,12 +1377,10 @@ class Transport:
 
     async def aopen_stream(self, request: HttpRequest) -> AsyncStreamResponse:
         client, own = self._async(), self._owns_async_client
-        deadline = None if self._deadline is None else _deadline_for(self._deadline)
+        deadline = _deadline_for(self._deadline)
         built = None
         try:
-            built = self._build(client, own, request)
-            if deadline is not None:
-                deadline.start(built)
+            built = self._build(client, own, request, deadline)
             response = await client.send(built, stream=True, follow_redirects=False)
             if deadline is not None:
                 deadline.answered(built)
