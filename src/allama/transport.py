@@ -339,43 +339,52 @@ def _deadline_for(seconds: float | None) -> _Deadline | None:
     return _Deadline(seconds, time.monotonic())
 
 
-def _capped(response: httpx2.Response, deadline: _Deadline) -> Callable[[], None] | None:
-    """Make each read of `response`'s connection (HTTP/1, a sync stream of httpcore2's) wait
-    no longer than the time left before `deadline`: httpcore2 reads the body with the read
-    limit it took as the body began, which a server that sends until just before the
-    deadline and then goes silent runs out only well past it. What undoes it; `None` where
-    the connection's stream is not one known (the chunks are still checked). Reads made
-    once `response` is closed pass untouched: its connection is the pool's again, and may
-    be another call's."""
+def _reads_through(
+    response: httpx2.Response, wrap: Callable[[Callable[..., bytes]], Callable[..., bytes]]
+) -> Callable[[], None] | None:
+    """Have each read of `response`'s connection (HTTP/1, a sync stream of httpcore2's) go
+    through `wrap(read)`: httpcore2 reads a body with the read limit it took as the body
+    began, which nothing else can change. What undoes it; `None` where the connection's
+    stream is not one known (or is wrapped already)."""
     stream = _own_stream(response)
     read = getattr(stream, "read", None)
     own = getattr(stream, "__dict__", None)
     if read is None or not isinstance(own, dict) or "read" in own:
         return None
-
-    def within(max_bytes: int, timeout: float | None = None) -> bytes:
-        if response.is_closed:
-            data: bytes = read(max_bytes, timeout)
-            return data
-        left = deadline.end - time.monotonic()
-        if timeout is not None and timeout <= left:
-            data = read(max_bytes, timeout)  # (its own limit runs out first: its timeout)
-            return data
-        try:
-            data = read(max_bytes, max(left, 0.001))
-        except Exception:
-            if time.monotonic() >= deadline.end:
-                deadline.ran_out = True  # (a read timeout now is the deadline's)
-            raise
-        return data
-
-    stream.read = within
+    wrapped = wrap(read)
+    stream.read = wrapped
 
     def undo() -> None:
-        if own.get("read") is within:
+        if own.get("read") is wrapped:
             del own["read"]
 
     return undo
+
+
+def _capped(response: httpx2.Response, deadline: _Deadline) -> Callable[[], None] | None:
+    """Make each read of `response`'s connection wait no longer than the time left before
+    `deadline` (`_reads_through`): a server that sends until just before the deadline and
+    then goes silent would run out the limit taken as the body began only well past it.
+    What undoes it, or `None` (the chunks are still checked). Reads made once `response` is
+    closed pass untouched: its connection is the pool's again, and may be another call's."""
+
+    def wrap(read: Callable[..., bytes]) -> Callable[..., bytes]:
+        def within(max_bytes: int, timeout: float | None = None) -> bytes:
+            if response.is_closed:
+                return read(max_bytes, timeout)
+            left = deadline.end - time.monotonic()
+            if timeout is not None and timeout <= left:
+                return read(max_bytes, timeout)  # (its own limit runs out first: its timeout)
+            try:
+                return read(max_bytes, max(left, 0.001))
+            except Exception:
+                if time.monotonic() >= deadline.end:
+                    deadline.ran_out = True  # (a read timeout now is the deadline's)
+                raise
+
+        return within
+
+    return _reads_through(response, wrap)
 
 
 def _read_within(response: httpx2.Response, deadline: _Deadline) -> bytes:
@@ -855,25 +864,23 @@ class StreamResponse(_OpenStream):
         `_DRAIN_BYTES`: a server that keeps the stream open after its end is left to
         `close()`, not waited for."""
         self._uncapped()  # (the chunks are still checked against the call's deadline)
-        stream = _own_stream(self._response)
-        read = getattr(stream, "read", None)
-        own = getattr(stream, "__dict__", None)
-        if read is None or not isinstance(own, dict) or "read" in own:
-            return  # (not httpcore2's stream as it is known)
         deadline = time.monotonic() + _DRAIN_SECONDS
         reader = threading.get_ident()
 
-        def within(max_bytes: int, timeout: float | None = None) -> bytes:
-            if threading.get_ident() == reader:
-                left = max(deadline - time.monotonic(), 0.001)
-                timeout = left if timeout is None else min(timeout, left)
-            data: bytes = read(max_bytes, timeout)
-            return data
+        def wrap(read: Callable[..., bytes]) -> Callable[..., bytes]:
+            # These reads with what is left of ours. Those of this thread alone: the body
+            # read whole, the connection is the pool's, and another thread's call may take it.
+            def within(max_bytes: int, timeout: float | None = None) -> bytes:
+                if threading.get_ident() == reader:
+                    left = max(deadline - time.monotonic(), 0.001)
+                    timeout = left if timeout is None else min(timeout, left)
+                return read(max_bytes, timeout)
 
-        # httpcore2 reads the body with the read timeout it took as the body began: these
-        # reads, with what is left of ours. Those of this thread alone: the body read
-        # whole, the connection is the pool's, and another thread's call may take it.
-        stream.read = within
+            return within
+
+        undo = _reads_through(self._response, wrap)
+        if undo is None:
+            return  # (not httpcore2's stream as it is known)
         try:
             taken = 0
             for chunk in rest:
@@ -885,7 +892,7 @@ class StreamResponse(_OpenStream):
         except Error:
             pass  # timed out, or broke: the connection is closed
         finally:
-            del stream.read
+            undo()
 
     def close(self) -> None:
         """Close the response. A read of its body in flight (another thread's) wakes at
