@@ -2323,6 +2323,71 @@ def test_audio_pieces_each_base64_of_their_own_decode_whole_to_the_bodys_bytes()
     assert _streamed_audio([verbatim]) == verbatim
 
 
+def test_audio_in_many_pieces_keeps_the_first_id_and_its_fields_where_first_given() -> None:
+    audio_bytes = base64.b64decode(AUDIO_DATA)
+    data = _spoken(audio_bytes, 4)
+    assert len(data) == 11
+    pieces = [
+        {"id": AUDIO_ID, "transcript": TRANSCRIPT[:3]},
+        {"transcript": TRANSCRIPT[3:10], "expires_at": None},
+        {"data": data[0]},
+        {"transcript": TRANSCRIPT[10:40]},
+        *({"data": piece} for piece in data[1:]),
+        {"transcript": TRANSCRIPT[40:]},
+        # A later id takes no earlier one's place; a `null` field is filled by a later piece.
+        {"id": "audio_later", "expires_at": 1729018505},
+    ]
+    decoder = ChatStreamDecoder(provider="openai", model=AUDIO_MODEL)
+    events = [*decoder.feed(_audio_stream(pieces)), *decoder.close()]
+    emitted = [e.value for e in events if isinstance(e, ProviderDataEvent) and e.key == "audio"]
+    assert emitted == [AUDIO]
+    assert list(emitted[0]) == ["id", "transcript", "expires_at", "data"]
+    assert base64.b64decode(emitted[0]["data"]) == audio_bytes
+
+
+def test_two_choices_audio_pieces_interleaved_join_each_on_its_own() -> None:
+    first = {"role": "assistant", "content": None, "refusal": None}
+    # The first choice's data cut anywhere (joined as strings), the second's pieces each
+    # base64 of their own (joined as their bytes): each choice's pieces are its own.
+    ones = [
+        {"id": AUDIO_ID, "transcript": TRANSCRIPT[:20]},
+        {"transcript": TRANSCRIPT[20:]},
+        {"data": AUDIO_DATA[:9]},
+        {"data": AUDIO_DATA[9:31]},
+        {"data": AUDIO_DATA[31:], "expires_at": 1729018505},
+    ]
+    twos = [
+        {"id": SECOND_AUDIO["id"], "transcript": "Usually,"},
+        {"transcript": " yes."},
+        *({"data": piece} for piece in _spoken(SECOND_AUDIO_BYTES, 5)),
+        {"expires_at": 1729018506},
+    ]
+    chunks = [_choices_chunk({0: first, 1: first})]
+    for one, two in itertools.zip_longest(ones, twos):
+        pieces = {} if one is None else {0: {"audio": one}}
+        chunks.append(_choices_chunk(pieces | ({} if two is None else {1: {"audio": two}})))
+    chunks.append(_choices_chunk({0: {}, 1: {}}, "stop"))
+    response = collect(decode_stream(sse(*chunks), provider="openai"))
+    second = {
+        "id": SECOND_AUDIO["id"],
+        "transcript": "Usually, yes.",
+        "data": SECOND_AUDIO["data"],
+        "expires_at": 1729018506,
+    }
+    assert response.provider_data == {
+        "openai": {
+            "audio": {
+                "id": AUDIO_ID,
+                "transcript": TRANSCRIPT,
+                "data": AUDIO_DATA,
+                "expires_at": 1729018505,
+            },
+            "other_choices": [{"index": 1, "text": "", "finish_reason": "stop", "audio": second}],
+        }
+    }
+    assert [w.message for w in response.warnings] == [UNREAD_SECOND]
+
+
 # Reasoning efforts per model where the endpoint's set differs by model: Mistral's adjustable
 # reasoning takes `none` or `high` alone (400 "Must be one of (none, high)") and its other
 # models none at all; Grok 4.3 takes `none` to `high`, 4.20 multi-agent and 4.5 on `low` to

@@ -380,6 +380,49 @@ def test_which_pieces_join_and_which_start_an_entry() -> None:
     ]
 
 
+def test_two_indexes_interleaved_make_an_entry_each_time_they_alternate() -> None:
+    def encrypted(data: str, **more: Any) -> dict[str, Any]:
+        return {"type": "reasoning.encrypted", "data": data, **more, "index": 1}
+
+    aside = {**_summary_piece("Aside."), "index": 1}
+    data = sse(
+        chunk({"reasoning_details": [_summary_piece("**Plan")]}),
+        chunk({"reasoning_details": [_summary_piece("ning**")]}),
+        chunk({"reasoning_details": [encrypted("gAAA", format="openai-responses-v1", id="rs_1")]}),
+        # No id: the same entry, its format as first given.
+        chunk({"reasoning_details": [encrypted("BBB==", format="openai-responses-v2")]}),
+        # Index 0 again, then 1 again (a summary, then encrypted), in one chunk: an entry
+        # each, none joined to an earlier one of its index.
+        chunk(
+            {
+                "reasoning_details": [
+                    _summary_piece(" Then more."),
+                    aside,
+                    encrypted("CC", id="rs_1"),
+                ]
+            }
+        ),
+        chunk({"content": "ok"}, "stop"),
+        "[DONE]",
+    )
+    events = list(decode_stream(data, provider="openrouter"))
+    values = [e.value for e in events if isinstance(e, ProviderDataEvent)]
+    first = _summary_piece("**Planning**")
+    second = encrypted("gAAABBB==", format="openai-responses-v1", id="rs_1")
+    third = _summary_piece(" Then more.")
+    last = encrypted("CC", id="rs_1")
+    # As an entry is complete (the next begins), with the one arriving as it is so far; the
+    # finish changed nothing, so nothing more.
+    assert values == [
+        [first, encrypted("gAAA", format="openai-responses-v1", id="rs_1")],
+        [first, second, third],
+        [first, second, third, aside],
+        [first, second, third, aside, last],
+    ]
+    assert list(values[-1][1]) == ["type", "data", "format", "id", "index"]
+    assert collect(events).provider_data == {"openrouter": {REASONING_DETAILS_KEY: values[-1]}}
+
+
 def test_pieces_after_the_finish_reason_still_join() -> None:
     data = sse(
         chunk({"reasoning_details": [_text_piece(THOUGHT)]}),

@@ -156,6 +156,35 @@ _AUDIO_JOINED = frozenset({"transcript", "data"})
 parts (`data`'s pieces each base64 of their own: `_audio_piece`)."""
 
 
+class _Pieced:
+    """An object a stream sends in pieces (an audio, a `reasoning_details` entry): the
+    strings of its `joined` fields appended, its other fields as first given (a later piece
+    fills one missing or `null`), each in its place as first given."""
+
+    __slots__ = ("fields", "joined", "pieces")
+
+    def __init__(self, joined: frozenset[str]) -> None:
+        self.joined = joined
+        self.fields: dict[str, Any] = {}
+        self.pieces: dict[str, list[str]] = {}
+        """The string pieces of each joined field so far."""
+
+    def add(self, piece: dict[str, Any]) -> None:
+        for key, value in piece.items():
+            if key in self.joined and isinstance(value, str):
+                self.pieces.setdefault(key, []).append(value)
+                self.fields.setdefault(key, value)
+            elif self.fields.get(key) is None:
+                self.fields[key] = value
+
+    def value(self) -> dict[str, Any]:
+        """A copy of the object so far, its string pieces joined."""
+        value = dict(self.fields)
+        for key, pieces in self.pieces.items():
+            value[key] = pieces[0] if len(pieces) == 1 else "".join(pieces)
+        return value
+
+
 def _continues(entry: dict[str, Any], piece: dict[str, Any]) -> bool:
     """Whether `piece` is a further piece of the `reasoning_details` entry `entry`."""
     index = piece.get("index")
@@ -279,13 +308,11 @@ class ChatStreamDecoder:
         """The content parts no text was read from so far (`CONTENT_PARTS_KEY`)."""
         self._details: list[Any] = []
         """The `reasoning_details` entries complete so far."""
-        self._detail: dict[str, Any] | None = None
-        """The entry whose pieces are still arriving; its string pieces are in `_detail_text`."""
-        self._detail_text: dict[str, list[str]] = {}
+        self._detail: _Pieced | None = None
+        """The entry whose pieces are still arriving."""
         self._details_changed = False
-        self._audio: dict[str, Any] | None = None
-        """The answer's audio so far (`AUDIO_KEY`); its string pieces are in `_audio_text`."""
-        self._audio_text: dict[str, list[str]] = {}
+        self._audio: _Pieced | None = None
+        """The answer's audio so far (`AUDIO_KEY`)."""
         self._audio_bytes: bytearray | None = bytearray()
         """The bytes of the audio's `data` pieces so far, each decoded on its own; `None` once
         one is no base64 of its own (the pieces are then joined as strings)."""
@@ -510,37 +537,30 @@ class ChatStreamDecoder:
             yield from self._flush_details()
 
     def _audio_piece(self, piece: dict[str, Any]) -> None:
-        """Add one `delta.audio` piece: its `transcript` and `data` strings appended (`data`
-        decoded as well: each piece is base64 of its own, its `=` padding at its own end, so
-        the strings appended may not decode whole), its other fields filling those the audio
-        lacks (or has as `null`)."""
+        """Add one `delta.audio` piece (`_Pieced`), its `data` decoded as well: each piece is
+        base64 of its own, its `=` padding at its own end, so the strings appended may not
+        decode whole."""
         self._audio_changed = True
-        audio = self._audio = {} if self._audio is None else self._audio
-        for key, value in piece.items():
-            if key in _AUDIO_JOINED and isinstance(value, str):
-                self._audio_text.setdefault(key, []).append(value)
-                audio.setdefault(key, value)  # (its place among the fields, as first given)
-                if key == "data" and self._audio_bytes is not None:
-                    try:
-                        self._audio_bytes += base64.b64decode(value, validate=True)
-                    except ValueError:  # (pieces of one string cut anywhere: joined as such)
-                        self._audio_bytes = None
-            elif audio.get(key) is None:
-                audio[key] = value
+        if self._audio is None:
+            self._audio = _Pieced(_AUDIO_JOINED)
+        self._audio.add(piece)
+        data = piece.get("data")
+        if isinstance(data, str) and self._audio_bytes is not None:
+            try:
+                self._audio_bytes += base64.b64decode(data, validate=True)
+            except ValueError:  # (pieces of one string cut anywhere: joined as such)
+                self._audio_bytes = None
 
-    def _joined_audio(self) -> dict[str, Any]:
-        """A copy of the audio so far, its string pieces joined: `data`'s as the base64 of
-        the bytes of its pieces, where each was base64 of its own, so that it decodes whole
-        to the bytes a body's would (one piece goes as given)."""
-        audio = dict(self._audio or {})
-        for key, pieces in self._audio_text.items():
-            if len(pieces) == 1:
-                audio[key] = pieces[0]
-            elif key == "data" and self._audio_bytes is not None:
-                audio[key] = base64.b64encode(self._audio_bytes).decode("ascii")
-            else:
-                audio[key] = "".join(pieces)
-        return audio
+    def _joined_audio(self) -> dict[str, Any] | None:
+        """A copy of the audio so far (`None` before any), its `data` the base64 of the bytes
+        of its pieces, where each was base64 of its own, so that it decodes whole to the
+        bytes a body's would (one piece goes as given)."""
+        if self._audio is None:
+            return None
+        value = self._audio.value()
+        if len(self._audio.pieces.get("data", ())) > 1 and self._audio_bytes is not None:
+            value["data"] = base64.b64encode(self._audio_bytes).decode("ascii")
+        return value
 
     def _executed_tools(self, tools: list[Any]) -> None:
         """Groq's compound systems' `delta.executed_tools`, added to those so far. Groq sends
@@ -561,41 +581,19 @@ class ChatStreamDecoder:
         """Add one piece of `reasoning_details`; emit the list when an entry is complete."""
         self._details_changed = True
         entry = self._detail
-        if entry is not None and isinstance(piece, dict) and _continues(entry, piece):
-            text = self._detail_text
-            for key, value in piece.items():
-                if key in _JOINED and isinstance(value, str):
-                    pieces = text.get(key)
-                    if pieces is None:
-                        text[key] = [value]
-                    else:
-                        pieces.append(value)
-                elif entry.get(key) is None:
-                    entry[key] = value
+        if entry is not None and isinstance(piece, dict) and _continues(entry.fields, piece):
+            entry.add(piece)
             return
-        completed = entry is not None
         if entry is not None:
-            self._details.append(self._joined())
+            self._details.append(entry.value())
+        self._detail = None
         if isinstance(piece, dict):
-            self._detail = dict(piece)
-            self._detail_text = {
-                key: [value]
-                for key, value in piece.items()
-                if key in _JOINED and isinstance(value, str)
-            }
+            self._detail = _Pieced(_JOINED)
+            self._detail.add(piece)
         else:
-            self._detail, self._detail_text = None, {}
             self._details.append(piece)
-        if completed:
+        if entry is not None:
             yield from self._flush_details()
-
-    def _joined(self) -> dict[str, Any]:
-        """A copy of the entry still arriving, its string pieces joined."""
-        assert self._detail is not None
-        entry = dict(self._detail)
-        for key, pieces in self._detail_text.items():
-            entry[key] = pieces[0] if len(pieces) == 1 else "".join(pieces)
-        return entry
 
     def _flush_details(self) -> Iterator[StreamEvent]:
         """The `reasoning_details` and the audio so far, if they changed since they were
@@ -610,7 +608,7 @@ class ChatStreamDecoder:
         self._details_changed = False
         value = list(self._details)
         if self._detail is not None:
-            value.append(self._joined())
+            value.append(self._detail.value())
         yield self._data(REASONING_DETAILS_KEY, value)
 
     def _chunk(self, chunk: WireChunk, *, failed: bool = False) -> Iterator[StreamEvent]:
@@ -671,7 +669,7 @@ class ChatStreamDecoder:
             for event in decoder._flush_details():  # (a call still held starts as it is)
                 collector.push(event)
             blocks = collector.partial_response().content
-            audio = decoder._joined_audio() if decoder._audio is not None else None
+            audio = decoder._joined_audio()
             entries.append(other_choice(index, blocks, self._other_finish.get(index), audio))
         yield self._data(OTHER_CHOICES_KEY, entries)
         yield WarningEvent(warning=unread_choices(len(self._others) + 1, self._provider))
