@@ -26,6 +26,7 @@ from allama.types import (
     ToolDefinition,
     UnsupportedPolicy,
     UnsupportedStage,
+    UserMessage,
     Warning,
     WarningKind,
 )
@@ -907,5 +908,60 @@ def test_user_messages_moved_in_two_turns_are_named_in_one_warning() -> None:
             "Anthropic takes a user turn after tool calls only with their results first; the "
             "user messages at `messages[2]`, `messages[6]`, each given before a tool result "
             "of its turn, were moved after the turn's results",
+        )
+    ]
+
+
+def test_a_user_message_of_whitespace_alone_between_results_is_left_out_unnamed() -> None:
+    # Text parts of whitespace alone say nothing: the message is not sent (Anthropic refuses
+    # such a text block), so nothing is moved, and no warning names it.
+    blank = UserMessage(content=(TextPart(text="  "), TextPart(text="\n\t")))
+    request = _parallel_turn().tool_result(_CALL_A, "ok").push(blank).tool_result(_CALL_B, "ok2")
+    _, _, body, warnings = encode(request)
+    assert body["messages"][2] == {
+        "role": "user",
+        "content": [_result("toolu_A", "ok"), _result("toolu_B", "ok2")],
+    }
+    assert warnings == []
+    # The request otherwise as without it.
+    without = _parallel_turn().tool_result(_CALL_A, "ok").tool_result(_CALL_B, "ok2")
+    assert encode(request)[2:] == encode(without)[2:]
+
+
+@pytest.mark.parametrize(
+    ("part", "block"),
+    [
+        (
+            ImagePart(url="https://example.com/a.png"),
+            {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}},
+        ),
+        (
+            DocumentPart(url="https://example.com/a.pdf", media_type="application/pdf"),
+            {"type": "document", "source": {"type": "url", "url": "https://example.com/a.pdf"}},
+        ),
+    ],
+    ids=["image", "document"],
+)
+def test_a_user_message_of_an_attachment_alone_between_results_is_named(
+    part: ImagePart | DocumentPart, block: dict[str, Any]
+) -> None:
+    # No text, but not blank: what it gives is moved after the results, and said.
+    request = (
+        _parallel_turn()
+        .tool_result(_CALL_A, "ok")
+        .push(UserMessage(content=(part,)))
+        .tool_result(_CALL_B, "ok2")
+    )
+    _, _, body, warnings = encode(request)
+    assert body["messages"][2] == {
+        "role": "user",
+        "content": [_result("toolu_A", "ok"), _result("toolu_B", "ok2"), block],
+    }
+    assert [(w.kind, w.message) for w in warnings] == [
+        (
+            WarningKind.APPROXIMATED,
+            "Anthropic takes a user turn after tool calls only with their results first; the "
+            "user message at `messages[3]`, given before a tool result of its turn, was moved "
+            "after the turn's results",
         )
     ]

@@ -31,6 +31,7 @@ from allama.types import (
     ToolDefinition,
     UnsupportedPolicy,
     UnsupportedStage,
+    UserMessage,
     Warning,
     WarningKind,
 )
@@ -731,6 +732,60 @@ def test_user_messages_moved_in_two_turns_are_named_in_one_warning() -> None:
             "result of its turn, were moved after the turn's results"
         )
     ]
+
+
+def test_a_user_message_of_whitespace_alone_between_results_is_left_out_unnamed() -> None:
+    # Text parts of whitespace alone say nothing: left out after the responses, so nothing
+    # is moved, and no warning names the message (as Anthropic's encoder leaves it unnamed).
+    request, paris, rome = _weather_turn()
+    blank = UserMessage(content=(TextPart(text="  "), TextPart(text="\n\t")))
+    answered = request.tool_result(paris, "Paris: 12C").push(blank).tool_result(rome, "Rome: 30C")
+    _, _, _, body, warnings = encode(answered)
+    assert body["contents"][2:] == [
+        {
+            "role": "user",
+            "parts": [_weather_response("Paris: 12C"), _weather_response("Rome: 30C")],
+        },
+    ]
+    assert warnings == []
+    # The request otherwise as without it.
+    without = request.tool_result(paris, "Paris: 12C").tool_result(rome, "Rome: 30C")
+    assert encode(answered)[3:] == encode(without)[3:]
+
+
+@pytest.mark.parametrize(
+    ("part", "sent"),
+    [
+        (
+            ImagePart(url="https://example.com/a.png"),
+            {"fileData": {"fileUri": "https://example.com/a.png", "mimeType": "image/png"}},
+        ),
+        (
+            DocumentPart(url="https://example.com/a.pdf", media_type="application/pdf"),
+            {"fileData": {"fileUri": "https://example.com/a.pdf", "mimeType": "application/pdf"}},
+        ),
+    ],
+    ids=["image", "document"],
+)
+def test_a_user_message_of_an_attachment_alone_between_results_is_named(
+    part: ImagePart | DocumentPart, sent: dict[str, Any]
+) -> None:
+    # No text, but not blank: what it gives is moved after the responses, and said.
+    request, paris, rome = _weather_turn()
+    answered = (
+        request.tool_result(paris, "Paris: 12C")
+        .push(UserMessage(content=(part,)))
+        .tool_result(rome, "Rome: 30C")
+    )
+    _, _, _, body, warnings = encode(answered)
+    assert body["contents"][2:] == [
+        {
+            "role": "user",
+            "parts": [_weather_response("Paris: 12C"), _weather_response("Rome: 30C")],
+        },
+        {"role": "user", "parts": [sent]},
+    ]
+    assert [(w.kind, w.message) for w in warnings] == [_moved(_MOVED_3)]
 
 
 def test_a_call_answered_only_after_a_later_turn_is_refused() -> None:

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from allama.types import AssistantMessage, Message, ToolMessage, UserMessage
+from allama.types import AssistantMessage, Message, TextPart, ToolMessage, UserMessage
 
 __all__ = [
     "Extra",
@@ -32,6 +32,8 @@ __all__ = [
     "extra_result",
     "extra_words",
     "missing_words",
+    "moved_after_results",
+    "said_before_results",
     "unanswered_calls",
     "unanswered_words",
 ]
@@ -209,6 +211,29 @@ def extra_words(found: Extra, display: str) -> str:
         f"{head} answers no call of the assistant turn at `messages[{found.turn}]` before it, "
         f"and {display} needs each result right after the call it answers"
     )
+
+
+def said_before_results(turn: Sequence[int], messages: Sequence[Message]) -> list[int]:
+    """The indexes of the user's own messages of one merged user turn (`turn`, the indexes
+    in `messages` of the messages it was merged from, in order) given before one of its tool
+    results: the encoders that put a turn's results first (Anthropic's, Gemini's) move what
+    they say after the results, changing the order the caller gave. One of whitespace alone
+    says nothing (Anthropic's encoder leaves it out): it is not named (`moved_after_results`)."""
+    moved: list[int] = []
+    said: list[int] = []  # the user's messages since the last tool result
+    for index in turn:
+        message = messages[index]
+        if isinstance(message, ToolMessage):
+            moved.extend(said)
+            said = []
+        elif isinstance(message, UserMessage) and not _says_nothing(message):
+            said.append(index)
+    return moved
+
+
+def _says_nothing(message: UserMessage) -> bool:
+    """A user message of no parts but text of whitespace alone (or of no parts at all)."""
+    return all(isinstance(part, TextPart) and not part.text.strip() for part in message.content)
 
 
 def moved_after_results(indexes: Sequence[int]) -> str:

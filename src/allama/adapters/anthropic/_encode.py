@@ -34,6 +34,7 @@ from allama.adapters._answered import (
     extra_words,
     missing_words,
     moved_after_results,
+    said_before_results,
 )
 from allama.adapters._arguments import call_arguments
 from allama.adapters._http import (
@@ -251,7 +252,7 @@ class _Encoder:
         for at, (before, turn) in enumerate(pairwise(turns)):
             if turn["role"] == "user" and _uses_tools(before):
                 turn["content"] = _results_first(turn["content"])
-                said_before.extend(_said_before_results(made_of[at + 1], sent))
+                said_before.extend(said_before_results(made_of[at + 1], sent))
                 # Due before the turn's first message of the user's own, else the next
                 # assistant turn, else the end of the conversation.
                 own = [i for i in made_of[at + 1] if isinstance(sent[i], UserMessage)]
@@ -1627,22 +1628,10 @@ def _results_first(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
     A turn after `tool_use` blocks must begin with their results (Anthropic answers 400
     otherwise), while merged user messages may have put a remark or an image before or
-    among them. The model then reads those after every result (`_said_before_results`
+    among them. The model then reads those after every result (`said_before_results`
     names them for the warning)."""
     results = [block for block in blocks if block.get("type") == "tool_result"]
     return results + [block for block in blocks if block.get("type") != "tool_result"]
-
-
-def _said_before_results(made_of: Sequence[int], sent: Sequence[Message]) -> list[int]:
-    """The indexes of the user messages of a user turn (`made_of`, the indexes of the
-    messages it was merged from) given before one of its tool results: `_results_first`
-    moves what they say after the results, changing the order the caller gave."""
-    return [
-        index
-        for at, index in enumerate(made_of)
-        if isinstance(sent[index], UserMessage)
-        and any(isinstance(sent[later], ToolMessage) for later in made_of[at + 1 :])
-    ]
 
 
 def _empty_text(part: TextPart | ImagePart | DocumentPart) -> bool:

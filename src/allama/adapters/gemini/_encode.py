@@ -58,6 +58,7 @@ from allama.adapters._answered import (
     extra_words,
     missing_words,
     moved_after_results,
+    said_before_results,
 )
 from allama.adapters._arguments import call_arguments
 from allama.adapters._http import (
@@ -180,9 +181,9 @@ class _Encoder:
         results: list[str] = []  # the ids the user turn after those calls answers
         responses: list[tuple[str, dict[str, Any]]] = []  # its function responses, by id
         words: list[dict[str, Any]] = []  # and its other parts
-        # Its own messages that say something, and those of every turn a tool result given
-        # later goes before: `_user_turn` moves what they say after the responses.
-        pending: list[int] = []
+        merged: list[int] = []  # the indexes of the messages it is made of
+        # The user's messages of every turn given before one of its tool results: `_user_turn`
+        # moves what they say after the responses.
         said_before: list[int] = []
         # The index of that user turn's first message (`after`), and of its first of the
         # user's own (`said`): a refusal names that one, else the next model turn, as the
@@ -190,7 +191,8 @@ class _Encoder:
         after: int | None = None
         said: int | None = None
         # Tool results are only moved among themselves: each other message keeps its index.
-        for index, message in enumerate(results_in_call_order(self.request.messages)):
+        given = results_in_call_order(self.request.messages)
+        for index, message in enumerate(given):
             if isinstance(message, SystemMessage | DeveloperMessage):
                 if message.content:
                     system.append({"text": message.content})
@@ -203,19 +205,17 @@ class _Encoder:
                 after = index if after is None else after
                 if said is None and isinstance(message, UserMessage):
                     said = index
+                merged.append(index)
                 if isinstance(message, ToolMessage):
                     results.append(message.tool_call_id)
                     responses.extend((message.tool_call_id, part) for part in parts)
-                    said_before.extend(pending)
-                    pending = []
                 else:
                     words.extend(parts)
-                    if not all(_blank(part) for part in parts):
-                        pending.append(index)
                 continue
             if responses or words:
                 contents.extend(_user_turn(calls, responses, words))
-                responses, words, pending = [], [], []
+                said_before.extend(said_before_results(merged, given))
+                responses, words, merged = [], [], []
             if not contents or contents[-1]["role"] != "model":
                 self.answered(calls, results, after, said, index)
                 calls, results, after, said = [], [], None, None
@@ -224,6 +224,7 @@ class _Encoder:
             assert isinstance(message, AssistantMessage)
             calls.extend((call.id, index) for call in message.tool_calls)
         contents.extend(_user_turn(calls, responses, words))
+        said_before.extend(said_before_results(merged, given))
         self.answered(calls, results, after, said, None)
         # A result beyond its turn's calls: answered 400 ("the number of function response
         # parts is equal to the number of function call parts of the function call turn").
