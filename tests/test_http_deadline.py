@@ -1,4 +1,4 @@
-"""`deadline=`: a bound on a whole call, from sending to the answer's last byte (a stream's
+"""`deadline=`: a bound on a whole call, from its start to the answer's last byte (a stream's
 end), which `timeout=` is not (it bounds each wait for the next bytes alone). Over real
 sockets: a server that sends its body a byte at a time, pads a whole answer with whitespace
 (OpenRouter, while an upstream is slow) or streams keep-alive comments held a call (and a
@@ -193,8 +193,8 @@ def _provider(port: int, **options: Any) -> Any:
 
 def _past(port: int, seconds: str = "0.5 s") -> str:
     return (
-        f"the call to 127.0.0.1:{port} took longer than its deadline ({seconds}, from sending "
-        "to the answer's last byte); change it with the `deadline=` argument of "
+        f"the call to 127.0.0.1:{port} took longer than its deadline ({seconds}, from the "
+        "call's start to the answer's last byte); change it with the `deadline=` argument of "
         "allama.provider(...) (or of the Transport you pass): a number of seconds, or None "
         "for no limit on the whole call"
     )
@@ -314,6 +314,62 @@ def test_an_async_call_that_waited_for_a_free_connection_past_its_deadline_was_n
 
     error = asyncio.run(main())
     assert (type(error), error.message) == (RequestTimeoutError, _never_sent(port))
+    assert (error.context.metadata, paid_for(error)) == ({}, [])
+
+
+def _failing_with(raised: type[Exception]) -> Transport:
+    """A transport (of clients of the caller's) whose every request fails with `raised`,
+    the request's body unread: what httpx2 raises when connecting, or sending, runs out
+    of the time the deadline left it."""
+    import httpx2
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        raise raised("timed out", request=request)
+
+    return Transport(
+        client=httpx2.Client(transport=httpx2.MockTransport(handler)),
+        async_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handler)),
+        deadline=0.5,
+    )
+
+
+_ADVICE = (
+    "change it with the `deadline=` argument of allama.provider(...) (or of the Transport you "
+    "pass): a number of seconds, or None for no limit on the whole call"
+)
+
+
+@pytest.mark.parametrize("way", list(CALLS))
+@pytest.mark.parametrize(
+    ("limit", "said"),
+    [
+        (
+            "ConnectTimeout",
+            "was never sent: connecting to it took longer than its deadline (0.5 s)",
+        ),
+        (
+            "WriteTimeout",
+            "was not answered: sending the request took longer than its deadline (0.5 s), and "
+            "it may not have gone out whole",
+        ),
+    ],
+)
+def test_a_call_cut_by_its_deadline_before_its_request_went_out_whole_costs_nothing(
+    way: str, limit: str, said: str
+) -> None:
+    """As one that waited for a free connection past it: the provider never had it whole,
+    so it is not said to have taken the time "from sending", and no cost is recorded."""
+    import httpx2
+
+    provider = allama.provider(
+        "openai",
+        api_key="sk-test-key",
+        base_url="http://127.0.0.1:9/v1",
+        transport=_failing_with(getattr(httpx2, limit)),
+    )
+    error, _ = _timed_failure(lambda: CALLS[way](provider))
+    assert (type(error), type(error.__cause__)) == (RequestTimeoutError, getattr(httpx2, limit))
+    assert (error.message, error.retryable) == (f"the call to 127.0.0.1:9 {said}; {_ADVICE}", True)
     assert (error.context.metadata, paid_for(error)) == ({}, [])
 
 

@@ -318,6 +318,73 @@ def test_a_bodiless_404_names_the_path_and_suggests_v1_where_the_base_url_has_no
     assert sent == ["http://h:8000/chat/completions"] * 4
 
 
+GOOGLE_404 = (
+    b"<!DOCTYPE html>\n<html lang=en>\n  <meta charset=utf-8>\n"
+    b"  <title>Error 404 (Not Found)!!1</title>\n"
+    b"  <p><b>404.</b> <ins>That\xe2\x80\x99s an error.</ins>\n"
+)
+IIS_404 = (
+    b'<!DOCTYPE html PUBLIC "-//W3C//DTD XHTML 1.0 Strict//EN"><html><head>'
+    b"<title>404 - File or directory not found.</title></head></html>"
+)
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        (GOOGLE_404, "Error 404 (Not Found)!!1"),  # Google front end's
+        (IIS_404, "404 - File or directory not found."),  # IIS's
+    ],
+    ids=["google", "iis"],
+)
+def test_a_web_servers_404_page_with_a_number_or_its_own_words_says_check_the_base_url(
+    body: bytes, said: str
+) -> None:
+    provider = allama.provider(
+        "vllm", api_key="EMPTY", base_url="http://h:8000", transport=_answering(404, body, [])
+    )
+    with pytest.raises(NotFoundError) as raised:
+        provider.chat(REQUEST)
+    assert raised.value.message == (
+        f"the provider answered HTTP 404 with an HTML page (not its API's error): {said} "
+        f"(POST /chat/completions: {OPENAI_HINT})"
+    )
+
+
+@pytest.mark.parametrize(
+    ("message", "alone"),
+    [
+        ("Error 404 (Not Found)!!1", True),
+        ("404 - File or directory not found.", True),
+        ("404 page not found", True),
+        ("Not Found", True),
+        # Words that say what was not found are the API's, kept as they are.
+        ("model 'x' not found", False),
+        ("deployment not found", False),
+        ("The API deployment for this resource does not exist.", False),
+        ("No such file: /v1/foo", False),
+        ("404 Not Found: /v1/foo", False),
+        ("File not found", False),
+        ("Model gpt-5 not found", False),
+    ],
+)
+def test_a_404_says_its_status_alone_only_without_a_word_of_its_own(
+    message: str, alone: bool
+) -> None:
+    from allama.adapters._http import says_status_alone
+
+    assert says_status_alone(message, 404) is alone
+
+
+def test_a_404_of_a_long_number_and_a_word_is_read_at_once() -> None:
+    """Numbers are read a digit at a time: a run of them read as one, within a repeat, was
+    split every way there is before a word after it failed the match (2^n tries)."""
+    from allama.adapters._http import says_status_alone
+
+    assert says_status_alone("4" * 40 + " deployment", 404) is False
+    assert says_status_alone("4" * 40, 404) is True
+
+
 def test_a_bodiless_404_says_the_path_alone_never_the_query() -> None:
     provider = allama.provider(
         "openai-compatible",
@@ -646,6 +713,104 @@ def test_a_sign_in_page_arriving_in_pieces_is_still_no_stream() -> None:
         ), way
         assert error.context.body == b"".join(page).decode("utf-8-sig")
         assert paid_for(error) == [{"provider": "openai", "model": "gpt-4o-mini", "usage": {}}]
+
+
+# A page that does not open as `html_heading` knows one (a comment, an XML declaration, a
+# lone `<meta>` or `<title>` first), or one in UTF-16, is a page too under an HTML label:
+# no stream opens with `<` (events open with a field's name or `:`, NDJSON with `{` or `[`),
+# nor is in UTF-16.
+
+_UTF16_PAGE = "\r\n<!DOCTYPE html><html><head><title>Sign in</title></head></html>"
+UNOPENED_PAGES: dict[str, tuple[bytes, str, str]] = {
+    # name: (body, its label, the text the error holds)
+    "a comment first": (
+        b"<!-- generated -->\n<!DOCTYPE html><html><head><title>Sign in</title></head></html>",
+        "text/html; charset=utf-8",
+        "<!-- generated -->\n<!DOCTYPE html><html><head><title>Sign in</title></head></html>",
+    ),
+    "an XML declaration first": (
+        b'<?xml version="1.0" encoding="UTF-8"?>\n<!DOCTYPE html PUBLIC "-//W3C//DTD XHTML 1.0'
+        b' Strict//EN" "http://www.w3.org/TR/xhtml1/DTD/xhtml1-strict.dtd">\n<html><head>'
+        b"<title>Sign in</title></head></html>",
+        "application/xhtml+xml",
+        '<?xml version="1.0" encoding="UTF-8"?>\n<!DOCTYPE html PUBLIC "-//W3C//DTD XHTML 1.0'
+        ' Strict//EN" "http://www.w3.org/TR/xhtml1/DTD/xhtml1-strict.dtd">\n<html><head>'
+        "<title>Sign in</title></head></html>",
+    ),
+    "a refresh": (
+        b'  <meta http-equiv="refresh" content="0; url=https://portal.example/login">',
+        "text/html",
+        '  <meta http-equiv="refresh" content="0; url=https://portal.example/login">',
+    ),
+    "a title first": (
+        b"\xef\xbb\xbf<title>Access denied</title><h1>Forbidden</h1>",
+        "text/html",
+        "<title>Access denied</title><h1>Forbidden</h1>",
+    ),
+    "UTF-16 with its mark": (
+        b"\xff\xfe" + _UTF16_PAGE.encode("utf-16-le"),
+        "text/html; charset=utf-16",
+        _UTF16_PAGE,
+    ),
+    "UTF-16BE with its mark": (
+        b"\xfe\xff" + _UTF16_PAGE.encode("utf-16-be"),
+        "text/html; charset=utf-16",
+        _UTF16_PAGE,
+    ),
+    "UTF-16LE": (_UTF16_PAGE.encode("utf-16-le"), "text/html", _UTF16_PAGE),
+    "UTF-16BE": (_UTF16_PAGE.encode("utf-16-be"), "text/html", _UTF16_PAGE),
+}
+
+
+@pytest.mark.parametrize("name", list(UNOPENED_PAGES))
+def test_a_page_under_an_html_label_however_it_opens_is_no_stream(name: str) -> None:
+    body, content_type, text = UNOPENED_PAGES[name]
+    # Its first bytes one by one (a UTF-16 mark, or a NUL, may come alone), then the rest.
+    chunks = [body[:1], body[1:2], body[2:]]
+    provider = allama.provider(
+        "openai", api_key="sk-abcdefgh", transport=_in_chunks(chunks, content_type)
+    )
+
+    async def astream() -> None:
+        await provider.achat_stream(REQUEST)
+
+    # The title where `html_heading` finds one (the UTF-16 pages', read as UTF-16).
+    said = ": Sign in" if name.startswith("UTF-16") else ""
+    for way, call in {
+        "chat_stream": lambda: provider.chat_stream(REQUEST),
+        "achat_stream": lambda: asyncio.run(astream()),
+    }.items():
+        with pytest.raises(ServerError) as raised:
+            call()
+        error = raised.value
+        assert (type(error), error.message, error.retryable) == (
+            ServerError,
+            "the provider answered with a body that is not a stream: it is an HTML page (check "
+            f"the base URL, or a proxy in between){said}",
+            True,
+        ), way
+        assert error.context.body == text, way
+        assert paid_for(error) == [{"provider": "openai", "model": "gpt-4o-mini", "usage": {}}]
+
+
+@pytest.mark.parametrize(
+    "chunks",
+    [
+        [b"d", b"a", *EVENTS[2:]],  # a field's name, its first byte alone
+        [b":", b" keep-alive\n\n", *EVENTS[1:]],  # a comment first
+    ],
+    ids=["a field first", "a comment first"],
+)
+def test_events_under_an_html_label_whose_first_chunk_is_one_byte_are_the_stream(
+    chunks: list[bytes],
+) -> None:
+    provider = allama.provider(
+        "openai", api_key="sk-abcdefgh", transport=_in_chunks(chunks, "text/html")
+    )
+    with provider.chat_stream(REQUEST) as events:
+        for _ in events:
+            pass
+        assert events.response().text() == "hi"
 
 
 def test_a_404_in_the_providers_own_words_is_kept_as_they_are() -> None:

@@ -12,7 +12,7 @@ cookies, goes through `build_request` and `send` on every call. Timeouts become
 happen while sending or in the middle of a stream; their messages name the host and port,
 and for a timeout the limit that ran out, its value and how to change it, and the httpx2
 exception stays chained as the cause. `timeout=` bounds each wait alone; `deadline=` bounds
-a whole call, from sending to the answer's last byte (a stream's end), and running out is a
+a whole call, from its start to the answer's last byte (a stream's end), and running out is a
 timeout that names it (`_Deadline`). One met waiting for the answer to a request sent
 whole reached the provider, and may be billed: it says so (an empty usage beside it),
 but for a connection that broke at once (`_AT_ONCE`), as a kept-alive one a server closed as
@@ -138,15 +138,28 @@ def _timeout_message(
     where = _where(request)
     deadline = _deadline_of(request)
     if deadline is not None and deadline.ran_out_by(exc):
+        # What the call had come to says whether the provider may have it: before its
+        # request went out whole, it cost nothing (`_unanswered`), and is said so.
+        seconds = _seconds(deadline.seconds)
         if isinstance(exc, httpx2.PoolTimeout):
             return (
                 f"the call to {where} was never sent: it waited for a free connection past "
-                f"its deadline ({_seconds(deadline.seconds)}); {_DEADLINE_ADVICE}"
+                f"its deadline ({seconds}); {_DEADLINE_ADVICE}"
+            )
+        if isinstance(exc, httpx2.ConnectTimeout):
+            return (
+                f"the call to {where} was never sent: connecting to it took longer than its "
+                f"deadline ({seconds}); {_DEADLINE_ADVICE}"
+            )
+        if isinstance(exc, httpx2.WriteTimeout):
+            return (
+                f"the call to {where} was not answered: sending the request took longer than "
+                f"its deadline ({seconds}), and it may not have gone out whole; "
+                f"{_DEADLINE_ADVICE}"
             )
         return (
             f"the call to {where} took longer than its deadline "
-            f"({_seconds(deadline.seconds)}, from sending to the answer's last byte); "
-            f"{_DEADLINE_ADVICE}"
+            f"({seconds}, from the call's start to the answer's last byte); {_DEADLINE_ADVICE}"
         )
     advice = _OWN_CLIENT_ADVICE if own_client else _CALLERS_CLIENT_ADVICE
     for kind, limit, happened in _LIMITS:
@@ -1138,7 +1151,7 @@ class Transport:
 
     @property
     def deadline(self) -> float | None:
-        """Seconds a whole call may take, from sending to the answer's last byte (a
+        """Seconds a whole call may take, from its start to the answer's last byte (a
         stream's end, its reader's time included); `None`: no limit but `timeout`'s."""
         return self._deadline
 

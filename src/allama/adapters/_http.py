@@ -247,9 +247,9 @@ class HttpResponse:
 
 _HTML_START = ("<!doctype html", "<html", "<head", "<body")
 
-HTML_SIGN = 20
-"""The characters from a body's first other than whitespace that tell an HTML page
-(`html_heading`); a stream's first bytes are judged by as many."""
+_HTML_SIGN = 20
+"""The characters from a body's first other than whitespace that `html_heading` reads its
+opening tag within."""
 _HTML_TITLE = r"(?is)<title[^>]*>(.*?)</title>|<h1[^>]*>(.*?)</h1>"
 
 
@@ -312,7 +312,7 @@ def html_heading(text: str) -> str | None:
     characters of it (`""` for a page that says nothing); `None` for a body that is no HTML
     page."""
     stripped = text.strip()
-    if not stripped[:HTML_SIGN].lower().startswith(_HTML_START):
+    if not stripped[:_HTML_SIGN].lower().startswith(_HTML_START):
         return None
     import html
     import re
@@ -332,15 +332,17 @@ _WITH_A_PAGE = "with an HTML page (not its API's error)"
 def _saying_only(status: int, words: str) -> re.Pattern[str]:
     """A message of status `status` that says nothing but what the status says (`words`):
     `body_message`'s of a bodiless answer or a web server's page, a web framework's
-    `{"detail": ...}`, Go's `404 page not found`."""
+    `{"detail": ...}`, Go's `404 page not found`. Numbers alone name nothing (the status,
+    Google front end's `Error 404 (Not Found)!!1`): a word beside one would."""
     return re.compile(
         rf"(?i)(?:{_HTML_PAGE} HTTP {status} {re.escape(_WITH_A_PAGE)})?"
-        rf"(?:[\W_]|http|{status}|error|detail|message|status|code|page|{words})*"
+        rf"(?:[\W_]|\d|http|error|detail|message|status|code|page|{words})*"
     )
 
 
 _STATUS_ALONE = {
-    404: _saying_only(404, r"not[\W_]+found"),
+    # (IIS's `404 - File or directory not found.`: a path it does not serve.)
+    404: _saying_only(404, r"not[\W_]+found|file[\W_]+or[\W_]+directory"),
     405: _saying_only(405, r"method|not[\W_]+allowed"),
 }
 """By status, a message that says no more than it: a 404's that nothing was found (the

@@ -29,11 +29,9 @@ from allama._not_a_request import not_a_request
 from allama._tokens import guessed_input_tokens
 from allama.adapters._adapter import Adapter, StreamDecoder, load_adapter
 from allama.adapters._http import (
-    HTML_SIGN,
     SECRET_HEADERS,
     HttpRequest,
     HttpResponse,
-    html_heading,
     is_secret_header,
     read_json,
     says_status_alone,
@@ -431,7 +429,7 @@ class HttpProvider:
     a token provider hands out a fresh one), `credentials`
     (google-auth credentials for Vertex AI, refreshed as they expire), `headers` (extra
     request headers), `timeout` (the longest wait for the next bytes), `deadline` (seconds
-    a whole call may take, from sending to the answer's last byte), `transport`,
+    a whole call may take, from its start to the answer's last byte), `transport`,
     `capabilities` (a capability table of the
     preset's dialect, replacing its own), `tracer_provider` (an OpenTelemetry tracer
     provider for this provider's call spans instead of the global one) and
@@ -1783,27 +1781,44 @@ def _html_answer(headers: Mapping[str, str]) -> bool:
 
 
 def _page_told(head: bytes) -> bool:
-    """Whether a body's first bytes are enough to tell whether it is an HTML page: a
-    first byte other than `<` (no page), or `HTML_SIGN` bytes from the `<`."""
+    """Whether a body's first bytes are enough to tell whether it is an HTML page: a `<`
+    first, or two bytes (a UTF-16 body's NUL may be the second, `_utf16`)."""
     if not _begun(head):
         return False
-    start = head.removeprefix(_BOM).lstrip()
-    return start[:1] != b"<" or len(start) >= HTML_SIGN
+    return len(head) >= 2 or head.removeprefix(_BOM).lstrip()[:1] == b"<"
 
 
 def _a_page(head: bytes) -> bool:
-    """Whether a body labelled HTML begins as an HTML page (`<html`, `<!doctype html`, as
-    `html_heading` tells one) rather than as the events it streams under that label."""
-    return html_heading(head.removeprefix(_BOM).decode("utf-8", "replace")) is not None
+    """Whether a body labelled HTML is a page rather than the events streamed under that
+    label: one whose first byte other than blanks is `<` (a page however it opens: a
+    comment, `<?xml`, `<meta>`, `<title>`), which server-sent events (a field's name or
+    `:` first) and NDJSON (`{` or `[`) never are, or one in UTF-16, which neither is."""
+    return head.removeprefix(_BOM).lstrip()[:1] == b"<" or _utf16(head) is not None
+
+
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+
+
+def _utf16(body: bytes) -> str | None:
+    """The codec of a body in UTF-16: by its byte-order mark, else by the NUL beside its
+    first (ASCII) character; `None` for a body that is not."""
+    if body[:2] in _UTF16_BOMS:
+        return "utf-16"
+    if len(body) < 2 or (body[0] == 0) == (body[1] == 0):
+        return None
+    return "utf-16-be" if body[0] == 0 else "utf-16-le"
 
 
 def _no_stream(body: bytes) -> Error:
     """The error of a streamed call answered with an HTML page (`_a_page`), read whole:
     a server error whose cost is unknown, as a call not streamed raises for it
-    (`not_a_stream`)."""
+    (`not_a_stream`). A UTF-16 page is read as such, so that its title is said."""
     from allama.adapters._not_a_response import not_a_stream
 
-    return not_a_stream(body.removeprefix(_BOM))
+    codec = _utf16(body)
+    if codec is None:
+        return not_a_stream(body.removeprefix(_BOM))
+    return not_a_stream(body.decode(codec, "replace"))
 
 
 def _check_answered(status: int, headers: Mapping[str, str]) -> None:

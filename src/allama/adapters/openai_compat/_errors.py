@@ -95,7 +95,11 @@ _CONTEXT_WORDS = (
     r"`?inputs`? must have less than \d+ tokens"
 )
 _RATE_LIMIT_CODES = frozenset({"rate_limit_exceeded", "ratelimitreached", "rate_limited"})
-_OVERLOADED_CODES = frozenset({"overloaded", "capacity_exceeded"})
+_OVERLOADED_CODES = frozenset(
+    {"overloaded", "capacity_exceeded", "server_is_overloaded", "slow_down"}
+)
+"""Codes of a server too busy for now, with or without a status (OpenAI's
+`server_is_overloaded` and `slow_down` come in a Responses API failed body and events too)."""
 _QUOTA_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached", "quota_exceeded"})
 _TRY_AGAIN_IN = r"(?i)try again in ((?:\d+(?:\.\d+)?(?:ms|us|µs|μs|ns|h|m|s))+)"
 """The wait a 429's words give (`Please try again in 1m26.4s.`), where no header does."""

@@ -19,6 +19,9 @@ or a tool, keys, `x-should-retry`. What is the Responses API's own:
   a stream's `error` event, as it is over HTTP.
 - An error without a status whose `type` is `invalid_request_error` (Azure's `error`
   frame) blames the request too, unless its code says more (a full context, a schema).
+- The codes that say the server is too busy for now (`server_is_overloaded`, `slow_down`)
+  are an overloaded server without a status too, as their HTTP 503 is: the same error in a
+  failed body, in `response.failed` and in an `error` event (Chat Completions' codes).
 """
 
 from __future__ import annotations
@@ -84,14 +87,10 @@ def error_from_payload(
     code = (info.code or "").lower()
     if code not in REQUEST_CODES:
         # (Chat Completions' mapping: one typed `invalid_request_error` blames the request,
-        # as its HTTP 400 would.)
+        # as its HTTP 400 would; a code of a server too busy is an overloaded server.)
         return _chat_error(payload, provider=provider, model=model)
     error = InvalidRequestError(info.message).mark_upstream().with_body(json.dumps(payload))
-    if provider is not None:
-        error.with_provider(provider)
-    if model is not None:
-        error.with_model(model)
-    return error
+    return named_by(error, provider, model)
 
 
 def error_from_failed(
