@@ -965,3 +965,115 @@ def test_a_user_message_of_an_attachment_alone_between_results_is_named(
             "after the turn's results",
         )
     ]
+
+
+# Property keys Anthropic refuses in a tool's `input_schema`
+
+_KEY_RULE = (
+    "Anthropic takes only property keys matching `^[a-zA-Z0-9_.-]{1,64}$` at the top level of "
+    "a tool's `input_schema`"
+)
+
+
+def _keyed(*keys: str, nested: dict[str, Any] | None = None) -> dict[str, Any]:
+    properties: dict[str, Any] = {key: {"type": "string"} for key in keys}
+    if nested is not None:
+        properties["inner"] = {"type": "object", "properties": nested}
+    return {"type": "object", "properties": properties}
+
+
+@pytest.mark.parametrize(
+    ("keys", "named"),
+    [
+        (("@type", "name"), "has `@type`, which does not match; rename it"),
+        (("$top", "prénom"), "has `$top`, `prénom`, which do not match; rename them"),
+        (("a" * 65,), f"has `{'a' * 65}`, which does not match; rename it"),
+    ],
+    ids=["json-ld", "odata-and-accent", "over-64"],
+)
+@pytest.mark.parametrize("strict", [False, True], ids=["plain", "strict"])
+def test_a_tool_with_a_property_key_anthropic_refuses_is_refused_before_sending(
+    keys: tuple[str, ...], named: str, strict: bool
+) -> None:
+    # Anthropic answers 400 ("tools.N.custom.input_schema.properties: Property keys should
+    # match pattern '^[a-zA-Z0-9_.-]{1,64}$'"): refused here, naming the tool and the keys.
+    tool = ToolDefinition(name="lookup", parameters=_keyed(*keys), strict=strict)
+    request = ChatRequest("claude-sonnet-4-5").user("Hi").with_tools([tool])
+    with pytest.raises(InvalidRequestError) as caught:
+        encode(request)
+    assert caught.value.message == f"{_KEY_RULE}, and tool `lookup` {named}"
+    # Forced by name, a tool of the caller's own is named the same way.
+    forced = request.with_tool_choice(ToolChoice.tool("lookup"))
+    with pytest.raises(InvalidRequestError) as caught:
+        encode(forced)
+    assert caught.value.message == f"{_KEY_RULE}, and tool `lookup` {named}"
+
+
+def test_keys_anthropic_takes_and_nested_ones_are_sent_as_given() -> None:
+    # Dots, dashes, 64 characters; a nested object's keys are not checked by Anthropic
+    # (only `input_schema.properties`), so they go as given.
+    schema = _keyed("a.b", "x-y", "_", "z" * 64, nested={"@id": {"type": "string"}})
+    tool = ToolDefinition(name="lookup", parameters=schema)
+    _, _, body, warnings = encode(ChatRequest("claude-sonnet-4-5").user("Hi").with_tools([tool]))
+    assert body["tools"] == [{"name": "lookup", "input_schema": schema}]
+    assert warnings == []
+
+
+def test_a_key_folded_into_the_root_from_an_all_of_is_checked() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}},
+        "allOf": [{"type": "object", "properties": {"@type": {"type": "string"}}}],
+    }
+    tool = ToolDefinition(name="lookup", parameters=schema)
+    with pytest.raises(InvalidRequestError) as caught:
+        encode(ChatRequest("claude-sonnet-4-5").user("Hi").with_tools([tool]))
+    assert caught.value.message == (
+        f"{_KEY_RULE}, and tool `lookup` has `@type`, which does not match; rename it"
+    )
+
+
+class _LinkedData(BaseModel):
+    type_: str = Field(alias="@type")
+    id_: str = Field(alias="@id")
+    name: str
+
+
+class _OneKey(BaseModel):
+    type_: str = Field(alias="@type")
+
+
+def test_an_extraction_in_forced_tool_mode_names_the_types_keys_and_what_to_do() -> None:
+    # Claude Opus 4.1 has no `output_config.format`: auto mode forces the tool, whose
+    # `input_schema` Anthropic would refuse. Refused before sending, in the type's terms.
+    request = ChatRequest("claude-opus-4-1").user("x")
+    with pytest.raises(InvalidRequestError) as caught:
+        Extractor().plan(anthropic(), _LinkedData, request)
+    assert caught.value.message == (
+        f"{_KEY_RULE}, so forced-tool mode cannot send `_LinkedData`, whose keys `@type`, "
+        "`@id` do not match; give each field a name or alias that does (for an alias, "
+        "`validate_by_name=True` with `validate_by_alias=False` on the model sends the "
+        "field's name instead, and keeps the alias for output)"
+    )
+    forced = ChatRequest("claude-sonnet-4-5").user("x").with_option(ExtractionMode.FORCED_TOOL)
+    with pytest.raises(InvalidRequestError) as caught:
+        Extractor().plan(anthropic(), _OneKey, forced)
+    assert caught.value.message == (
+        f"{_KEY_RULE}, so forced-tool mode cannot send `_OneKey`, whose key `@type` does not "
+        "match; give its field a name or alias that does (for an alias, "
+        "`validate_by_name=True` with `validate_by_alias=False` on the model sends the "
+        "field's name instead, and keeps the alias for output)"
+    )
+
+
+def test_an_extraction_in_native_mode_sends_the_keys_as_given() -> None:
+    # `output_config.format` is not checked: nothing says Anthropic refuses such keys there.
+    planned = Extractor().plan(anthropic(), _LinkedData, ChatRequest("claude-sonnet-4-5").user("x"))
+    assert (planned.mode, planned.enforcement.value) == (ExtractionMode.NATIVE, "exact")
+
+
+def test_the_extraction_tool_name_is_the_extractions() -> None:
+    from allama.adapters.anthropic import _encode
+    from allama.extract import EXTRACTION_TOOL
+
+    assert _encode._EXTRACTION_TOOL == EXTRACTION_TOOL

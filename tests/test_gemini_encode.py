@@ -812,6 +812,36 @@ def test_a_call_answered_only_after_a_later_turn_is_refused() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    "blank",
+    [UserMessage(content=(TextPart(text="  "),)), UserMessage(content=(TextPart(text=""),))],
+    ids=["whitespace", "empty"],
+)
+def test_a_missing_result_is_due_before_the_users_first_words_past_a_blank_message(
+    blank: UserMessage,
+) -> None:
+    # A user message of whitespace alone is not sent: the results were due before the
+    # user's next words, named as Anthropic's encoder names them.
+    _, paris, _ = _weather_turn()
+    for name, model in (("gemini", "gemini-2.5-flash"), ("anthropic", "claude-sonnet-4-5")):
+        request = (
+            ChatRequest(model)
+            .user("Weather in Paris and Rome?")
+            .assistant([paris, ToolCall.of("call_1", "get_weather", {"city": "Rome"})])
+            .tool_result(paris, "Paris: 12C")
+            .push(blank)
+            .user("And tomorrow?")
+        )
+        with pytest.raises(InvalidRequestError) as caught:
+            allama.provider(name, api_key=KEY)._prepare(request, stream=False)
+        display = "Gemini" if name == "gemini" else "Anthropic"
+        assert str(caught.value) == (
+            "the tool call `call_1` of the assistant turn at `messages[1]` got no tool result "
+            f"before the next user turn (`messages[4]`), and {display} needs each call's "
+            "result right after it"
+        )
+
+
 # Inline data checked as Anthropic's encoder checks it
 
 PNG = b"\x89PNG\r\n\x1a\n"

@@ -147,6 +147,14 @@ _PAUSED = "paused"
 
 _IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 
+_PROPERTY_KEY_PATTERN = "^[a-zA-Z0-9_.-]{1,64}$"
+"""The keys Anthropic takes in a tool's `input_schema.properties`, as its 400 words them."""
+_PROPERTY_KEY = re.compile(_PROPERTY_KEY_PATTERN.strip("^$"))
+
+_EXTRACTION_TOOL = "submit_structured_output"
+"""The tool a forced-tool extraction names in `tool_choice` (`allama.extract.EXTRACTION_TOOL`,
+a layer above this one: a test holds the two equal)."""
+
 
 @dataclass(frozen=True, slots=True)
 class _Measured(Rewrite):
@@ -747,6 +755,7 @@ class _Encoder:
                 f"{display} takes no `allOf` at the top level of `input_schema`, and that of "
                 f"tool `{tool.name}` cannot be folded into its root: {error}"
             ) from error
+        self.property_keys(tool, made.schema)
         if made.dropped:
             named = " or ".join(f"`{key}`" for key in made.dropped)
             if len(made.dropped) == 1:
@@ -759,6 +768,46 @@ class _Encoder:
                 "enforced",
             )
         return made.schema, (tool.parameters if made.schema is schema else made.schema)
+
+    def property_keys(self, tool: ToolDefinition, schema: dict[str, Any]) -> None:
+        """Refuse a tool whose `input_schema` (as sent) names a property at its top level by
+        a key Anthropic refuses: it answers 400 ("tools.N.custom.input_schema.properties:
+        Property keys should match pattern '^[a-zA-Z0-9_.-]{1,64}$'") to `@type`, `$top`,
+        `prénom`, a key over 64 characters. Only the top level is checked, as Anthropic
+        checks it (a nested object's keys are taken). The extraction's forced tool is named
+        by the type's fields, which the caller can rename or alias."""
+        properties = schema.get("properties")
+        if not isinstance(properties, dict):
+            return
+        refused = [key for key in properties if not _PROPERTY_KEY.fullmatch(key)]
+        if not refused:
+            return
+        keys = ", ".join(f"`{key}`" for key in refused)
+        one = len(refused) == 1
+        rule = (
+            f"{self.profile.display_name} takes only property keys matching "
+            f"`{_PROPERTY_KEY_PATTERN}` at the top level of a tool's `input_schema`"
+        )
+        choice = self.request.tool_choice
+        if (
+            tool.name == _EXTRACTION_TOOL
+            and choice is not None
+            and choice.mode == "tool"
+            and choice.name == _EXTRACTION_TOOL
+        ):
+            title = schema.get("title")
+            extracted = f"`{title}`" if isinstance(title, str) and title else "the type"
+            raise self.invalid(
+                f"{rule}, so forced-tool mode cannot send {extracted}, whose "
+                f"{'key' if one else 'keys'} {keys} {'does' if one else 'do'} not match; "
+                f"give {'its field' if one else 'each field'} a name or alias that does (for "
+                "an alias, `validate_by_name=True` with `validate_by_alias=False` on the model "
+                "sends the field's name instead, and keeps the alias for output)"
+            )
+        raise self.invalid(
+            f"{rule}, and tool `{tool.name}` has {keys}, which {'does' if one else 'do'} "
+            f"not match; rename {'it' if one else 'them'}"
+        )
 
     def tool(
         self, tool: ToolDefinition, *, room: bool, record: Degradations
@@ -1468,8 +1517,9 @@ def encode_request(
     policy; `InvalidRequestError` for a conversation it cannot take (tool call arguments
     that are not an object, a tool call the next user turn gives no result for, an image
     of another type, of no data or of invalid base64, no message but system ones), for
-    a tool whose parameters are not an object or hold a root `allOf` that cannot be folded
-    into the root, and for tools of one name (the body option's among them).
+    a tool whose parameters are not an object, hold a root `allOf` that cannot be folded
+    into the root, or name a property at their top level by a key Anthropic refuses
+    (`^[a-zA-Z0-9_.-]{1,64}$`), and for tools of one name (the body option's among them).
     """
     encoder = _Encoder(request, profile, family, degradations, stream=stream, headers=headers)
     body = encoder.body()

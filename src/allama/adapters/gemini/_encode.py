@@ -53,6 +53,7 @@ from typing import Any
 
 from allama._degradations import FORMAT_NOT_SENT, Degradations, gives_tools, stops_first
 from allama.adapters._answered import (
+    _says_nothing,
     due_before,
     extra_result,
     extra_words,
@@ -186,8 +187,9 @@ class _Encoder:
         # moves what they say after the responses.
         said_before: list[int] = []
         # The index of that user turn's first message (`after`), and of its first of the
-        # user's own (`said`): a refusal names that one, else the next model turn, as the
-        # turn the results were due before.
+        # user's own that says something (`said`; one of whitespace alone is not sent, and
+        # is passed over as Anthropic's encoder leaves it out): a refusal names that one,
+        # else the next model turn, as the turn the results were due before.
         after: int | None = None
         said: int | None = None
         # Tool results are only moved among themselves: each other message keeps its index.
@@ -203,7 +205,7 @@ class _Encoder:
                 continue
             if role == "user":
                 after = index if after is None else after
-                if said is None and isinstance(message, UserMessage):
+                if said is None and isinstance(message, UserMessage) and not _says_nothing(message):
                     said = index
                 merged.append(index)
                 if isinstance(message, ToolMessage):
