@@ -6,11 +6,13 @@ says what its schema lists (the sums of its bits), not its members alone."""
 from __future__ import annotations
 
 import enum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import pytest
 from pydantic import BaseModel, ConfigDict, Field, Secret, computed_field
+from pydantic.alias_generators import to_camel
 from tests._recording import Recorder, provider
+from typing_extensions import TypedDict
 
 from allama import ChatRequest, Extractor
 from allama.extract import ParseError
@@ -201,3 +203,177 @@ def test_a_flag_refused_is_said_to_expect_what_its_schema_lists(
     )
     schema = recorder.bodies[0]["response_format"]["json_schema"]["schema"]
     assert schema["$defs"]["Perm"]["enum"] == [0, 1, 2, 3, 4, 5, 6, 7]
+
+
+class ByName(BaseModel):
+    """Its errors' places name fields as Python does; its schema shows their aliases."""
+
+    model_config = ConfigDict(alias_generator=to_camel, loc_by_alias=False)
+    unit_price: int
+    sku_code: str = ""
+
+
+class Line(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel)
+    unit_price: int
+
+
+class Row(TypedDict):
+    row_id: Annotated[int, Field(alias="rowId")]
+
+
+class Order(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, loc_by_alias=False)
+    line_items: list[ByName] = []
+    lines: list[Line] = []
+    first_line: Line | None = None
+    rows: dict[str, Row] = {}
+
+
+class Either(BaseModel):
+    model_config = ConfigDict(loc_by_alias=False)
+    pick: ByName | Line = Field(alias="thePick")
+
+
+class ReadsNames(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, loc_by_alias=False, validate_by_name=True)
+    unit_price: int
+
+
+class PriceOnly(BaseModel):
+    model_config = ConfigDict(loc_by_alias=False)
+    unit_price: int = Field(alias="unitPrice")
+
+
+@pytest.mark.parametrize(
+    ("tp", "reply", "place", "detail"),
+    [
+        (ByName, '{"skuCode": "a"}', None, "missing field `unitPrice`"),
+        (
+            PriceOnly,
+            '{"unitPrice": "x"}',
+            "unitPrice",
+            'invalid type: string "x", expected an integer',
+        ),
+        (
+            Order,
+            '{"lineItems": [{"unitPrice": "x"}]}',
+            "lineItems[0].unitPrice",
+            'invalid type: string "x", expected an integer',
+        ),
+        (Order, '{"lineItems": [{}]}', "lineItems[0]", "missing field `unitPrice`"),
+        # A model inside that names places by alias, as pydantic's default does.
+        (
+            Order,
+            '{"firstLine": {"unitPrice": "x"}}',
+            "firstLine.unitPrice",
+            'invalid type: string "x", expected an integer',
+        ),
+        (
+            Order,
+            '{"rows": {"a": {"rowId": "x"}}}',
+            "rows.a.rowId",
+            'invalid type: string "x", expected an integer',
+        ),
+        (
+            Either,
+            '{"thePick": {"unitPrice": "x"}}',
+            "thePick.unitPrice",
+            'invalid type: string "x", expected an integer',
+        ),
+        # Written by name, which the configuration reads: named as written.
+        (
+            ReadsNames,
+            '{"unit_price": "x"}',
+            "unit_price",
+            'invalid type: string "x", expected an integer',
+        ),
+    ],
+)
+def test_a_place_names_a_field_as_the_schema_sent_shows_it(
+    tp: Any, reply: str, place: str | None, detail: str
+) -> None:
+    # With `loc_by_alias=False`, pydantic names `unit_price` where the schema sent shows
+    # `unitPrice`: a model that obeyed a retry naming `unit_price` would fail again.
+    target, recorder = _openai(reply, reply)
+    with pytest.raises(ParseError) as caught:
+        Extractor(retries=1).extract(target, tp, ChatRequest("gpt-4o").user("x"))
+    assert (caught.value.path, caught.value.detail) == (place, detail)
+    where = f" at `{place}`" if place is not None else ""
+    assert recorder.bodies[1]["messages"][-1]["content"] == (
+        f"The previous reply could not be used: it did not match the schema{where}: "
+        f"{detail}. "
+        "Reply again with only the JSON value, matching the schema exactly."
+    )
+
+
+class Private(BaseModel):
+    """The caller asked pydantic to keep the input out of this model's errors."""
+
+    model_config = ConfigDict(hide_input_in_errors=True)
+    ssn: int = 0
+    name: str = Field("", max_length=3)
+    kind: Literal["a", "b"] = "a"
+    ratio: float = 0
+
+
+class HoldsPrivate(BaseModel):
+    private: Private
+
+
+@pytest.mark.parametrize(
+    ("tp", "reply", "place", "detail"),
+    [
+        (Private, '{"ssn": "123-45-6789"}', "ssn", "invalid type: a string, expected an integer"),
+        (Private, '{"ssn": true}', "ssn", "invalid type: a boolean, expected an integer"),
+        (
+            Private,
+            '{"name": "123-45-6789"}',
+            "name",
+            "invalid value: a string, expected at most 3 characters",
+        ),
+        (
+            Private,
+            '{"kind": "123-45-6789"}',
+            "kind",
+            "unknown variant a string, expected 'a' or 'b'",
+        ),
+        (
+            Private,
+            '{"ssn": 1234567e400}',
+            "ssn",
+            "invalid type: a floating point number, expected an integer",
+        ),
+        (
+            Private,
+            '{"ratio": 1234567e400}',
+            "ratio",
+            "a number is too large for a floating point value",
+        ),
+        # Inside a model that does not ask: still kept out (pydantic keeps it out only where
+        # the outermost type asks).
+        (
+            HoldsPrivate,
+            '{"private": {"ssn": "123-45-6789"}}',
+            "private.ssn",
+            "invalid type: a string, expected an integer",
+        ),
+    ],
+)
+def test_a_type_that_hides_its_input_from_errors_is_not_quoted(
+    tp: Any, reply: str, place: str, detail: str
+) -> None:
+    target, recorder = _openai(reply, reply)
+    with pytest.raises(ParseError) as caught:
+        Extractor(retries=1).extract(target, tp, ChatRequest("gpt-4o").user("x"))
+    assert (caught.value.path, caught.value.detail) == (place, detail)
+    assert str(caught.value) == (
+        f"openai: failed to parse the output in `native` mode: at `{place}`: {detail}"
+    )
+    assert "123-45-6789" not in str(caught.value) and "1234567" not in str(caught.value)
+    assert recorder.bodies[1]["messages"][-1]["content"] == (
+        f"The previous reply could not be used: it did not match the schema at `{place}`: "
+        f"{detail}. "
+        "Reply again with only the JSON value, matching the schema exactly."
+    )
+    assert caught.value.raw == reply  # the caller's own copy of the output is whole

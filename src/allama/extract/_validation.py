@@ -12,7 +12,7 @@ import json
 import re
 import sys
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, TypeGuard, cast
 
@@ -58,11 +58,15 @@ class Failure:
     was of the wrong type."""
 
 
-def _describe(value: Any, secret: bool = False) -> str:
+def _describe(value: Any, secret: bool = False, unquoted: bool = False) -> str:
     """The value that failed, as the message says it: quoted, or only its JSON type where it
-    is (in) a field the caller typed secret (`SecretStr`, `Secret[int]`)."""
+    is (in) a field the caller typed secret (`SecretStr`, `Secret[int]`), or where
+    `unquoted` (a configuration that hides the input from its errors,
+    `hide_input_in_errors`)."""
     if secret and value is not None:
         return _SECRET_KINDS.get(type(value), "a secret value")
+    if unquoted and value is not None:
+        return _UNQUOTED_KINDS.get(type(value), "a value")
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -90,6 +94,16 @@ _SECRET_KINDS = {
 }
 
 
+_UNQUOTED_KINDS = {
+    bool: "a boolean",
+    int: "an integer",
+    float: "a floating point number",
+    str: "a string",
+    list: "a sequence",
+    dict: "a map",
+}
+
+
 _EXPECTED = {
     "int": "an integer",
     "float": "a number",
@@ -107,24 +121,33 @@ _EXPECTED = {
 }
 
 
-def _message(error: ErrorDetails, secret: bool = False, listed: str | None = None) -> str:
+def _message(
+    error: ErrorDetails, secret: bool = False, listed: str | None = None, unquoted: bool = False
+) -> str:
     """What `error` says, in plain words; where `secret` (its place is, or is in, a
-    secret-typed field), without the value the model wrote there. `listed` is what the
-    schema lists at an enum's place where pydantic's list of its members says less (a
-    flag's sums, `flag_expected`)."""
+    secret-typed field) or `unquoted` (its type's configuration hides the input from its
+    errors), without the value the model wrote there. `listed` is what the schema lists at
+    an enum's place where pydantic's list of its members says less (a flag's sums,
+    `flag_expected`)."""
     kind = error["type"]
     value = error.get("input")
     ctx = error.get("ctx") or {}
-    msg = _withheld(error["msg"], ctx) if secret and kind not in _CALLERS else error["msg"]
+    withheld = (secret or unquoted) and kind not in _CALLERS
+    msg = _withheld(error["msg"], ctx) if withheld else error["msg"]
     if kind == "missing":
         return f"missing field `{error['loc'][-1]}`" if error["loc"] else "missing value"
     if kind in ("enum", "literal_error"):
         expected = str(ctx.get("expected", ""))
         as_json = (listed, True) if listed is not None else _listed_as_json(expected)
         if as_json is None:
-            return f"unknown variant {_describe_variant(value, secret)}, expected {expected}"
+            written = _describe_variant(value, secret, unquoted)
+            return f"unknown variant {written}, expected {expected}"
         said, scalars = as_json
-        written = _describe(value, secret) if scalars else _describe_variant(value, secret)
+        written = (
+            _describe(value, secret, unquoted)
+            if scalars
+            else _describe_variant(value, secret, unquoted)
+        )
         return f"unknown variant {written}, expected {said}"
     if kind == "value_error":
         reason = ctx.get("error")
@@ -136,7 +159,7 @@ def _message(error: ErrorDetails, secret: bool = False, listed: str | None = Non
     if kind.endswith(("_type", "_parsing")):
         base = kind.removesuffix("_type").removesuffix("_parsing")
         expected = _EXPECTED.get(base, msg.removeprefix("Input should be ").lower())
-        return f"invalid type: {_describe(value, secret)}, expected {expected}"
+        return f"invalid type: {_describe(value, secret, unquoted)}, expected {expected}"
     if kind in (
         "greater_than",
         "greater_than_equal",
@@ -150,7 +173,7 @@ def _message(error: ErrorDetails, secret: bool = False, listed: str | None = Non
         "string_pattern_mismatch",
         "finite_number",
     ):
-        return f"invalid value: {_describe(value, secret)}, expected {_bound(msg)}"
+        return f"invalid value: {_describe(value, secret, unquoted)}, expected {_bound(msg)}"
     return str(msg)
 
 
@@ -181,8 +204,10 @@ def _bound(msg: str) -> str:
     return f"to {rest}"
 
 
-def _describe_variant(value: Any, secret: bool = False) -> str:
-    return f"`{value}`" if isinstance(value, str) and not secret else _describe(value, secret)
+def _describe_variant(value: Any, secret: bool = False, unquoted: bool = False) -> str:
+    if isinstance(value, str) and not (secret or unquoted):
+        return f"`{value}`"
+    return _describe(value, secret, unquoted)
 
 
 _PY_STRING = r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\""
@@ -276,14 +301,20 @@ def from_validation_error(
     errors = error.errors(include_url=False)
     first = said_first(errors)
     bounds = all(each["type"] in _BOUNDS for each in errors)
+    unquoted = False
+    places = None if adapter is None else _places_of(adapter)
+    if places is not None:
+        # Named by the keys the schema sent shows, whatever the type's `loc_by_alias`.
+        loc, unquoted = places.place(tuple(first["loc"]), output)
+        first = cast(ErrorDetails, {**first, "loc": loc})
     loc = tuple(first["loc"])
     listed = _flag_listed(adapter, loc) if adapter is not None and first["type"] == "enum" else None
     secrets = None if adapter is None else _secrets_of(adapter)
     if secrets is None:
-        message = _message(first, listed=listed)
+        message = _message(first, listed=listed, unquoted=unquoted)
         return Failure(message, _path(first, output), kind=first["type"], bounds=bounds)
     hidden = secrets.hidden(loc)
-    message = _message(first, secrets.holds(loc), listed)
+    message = _message(first, secrets.holds(loc), listed, unquoted)
     if first["type"] == "extra_forbidden" and len(loc) - 1 in hidden:
         message = "an unknown field"  # a key the model wrote inside a secret value
     path = _path(first, output, hidden)
@@ -427,6 +458,241 @@ class _Secrets:
     def _secret_keys(self, keys: Any) -> bool:
         """Whether a map's key schema is (some reading of it is) secret-typed."""
         return keys is not None and self._holds(keys, (), 0, set())
+
+
+_Reading = tuple[tuple[Any, ...], bool, bool]
+"""A place read through a type's core schema (`_Places`): its parts as the schema sent
+names them, whether its input is hidden, and whether each field named was found."""
+
+_CONFIGURED = frozenset({"model", "dataclass", "typed-dict"})
+"""Core schema kinds whose configuration (`config`) holds for the fields within."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Places:
+    """A type's core schema where some model, dataclass or `TypedDict` names its errors'
+    places by field name (`loc_by_alias=False`) or hides their input
+    (`hide_input_in_errors=True`), with the schemas it defines by `ref`: the schema sent
+    shows a field by its alias, which a model obeying it writes, and a place or a message
+    naming the field otherwise sends it to write what the schema does not show."""
+
+    core: dict[str, Any]
+    refs: dict[str, dict[str, Any]]
+
+    def place(
+        self, loc: tuple[Any, ...], output: Any, labels: bool = True
+    ) -> tuple[tuple[Any, ...], bool]:
+        """The place pydantic names `loc` (with a union member's label, a tag, `[key]`; or
+        where `labels` is false, a place in the JSON `output`: keys and indices alone), each
+        field in it named as the output wrote it (or, where it did not, as the schema shows
+        it), and whether a configuration over it (the type's, or that of a model it is in)
+        hides the input from its errors: pydantic honours the outermost type's alone, but
+        a model that asks keeps its values out of the message inside another too."""
+        found = self._walk(self.core, loc, 0, output, None, False, labels, set())
+        return (loc, False) if found is None else found[:2]
+
+    def _walk(
+        self,
+        node: Any,
+        loc: tuple[Any, ...],
+        at: int,
+        value: Any,
+        config: Any,
+        hides: bool,
+        labels: bool,
+        seen: set[tuple[int, int]],
+    ) -> _Reading | None:
+        """`loc[at:]` read from `node`, over the JSON `value` at its place, with `config` the
+        configuration in force; `None` where `node` cannot be read (a loop of refs)."""
+        if not isinstance(node, dict) or (id(node), at) in seen:
+            return None
+        seen.add((id(node), at))
+        kind = node.get("type")
+        own = node.get("config")
+        if kind in _CONFIGURED and isinstance(own, dict):
+            config = own
+            hides = hides or own.get("hide_input_in_errors") is True
+        if kind == "definition-ref":
+            target = self.refs.get(node.get("schema_ref", ""))
+            return self._walk(target, loc, at, value, config, hides, labels, seen)
+        inner = [node[key] for key in _PASSED if key in node]
+        if kind == "chain":
+            inner.extend(node.get("steps", ()))
+        if inner:  # a wrapper that adds no part to the place
+            return _best(
+                self._walk(each, loc, at, value, config, hides, labels, seen) for each in inner
+            )
+        if at == len(loc):
+            return (), hides, True
+        part = loc[at]
+
+        def then(steps: tuple[Any, ...], child: Any, end: int, held: Any) -> _Reading:
+            found = self._walk(child, loc, end, held, config, hides, labels, seen)
+            if found is None:
+                return (*steps, *loc[end:]), hides, True
+            return (*steps, *found[0]), found[1], found[2]
+
+        if kind in ("union", "tagged-union"):
+            members = self._members(node, loc, at, labels)
+            if members is None:
+                return loc[at:], hides, False
+            steps = (part,) if members and members[0][1] > at else ()
+            return _best(then(steps, each, end, value) for each, end in members)
+        if kind in ("list", "set", "frozenset", "generator", "tuple") and isinstance(part, int):
+            held = value[part] if isinstance(value, list) and 0 <= part < len(value) else None
+            for child, end in _parts(node, loc, at):
+                return then((part,), child, end, held)
+            return loc[at:], hides, True
+        if kind == "dict":
+            if loc[at + 1 : at + 2] == ("[key]",):
+                return then((part, "[key]"), node.get("keys_schema"), at + 2, part)
+            held = value.get(part) if isinstance(value, dict) else None
+            return then((part,), node.get("values_schema"), at + 1, held)
+        if kind in _FIELDED:
+            return self._field(node, loc, at, value, config, hides, labels, then)
+        return loc[at:], hides, True  # a node of its own: the rest is its own place
+
+    def _field(
+        self,
+        node: dict[str, Any],
+        loc: tuple[Any, ...],
+        at: int,
+        value: Any,
+        config: Any,
+        hides: bool,
+        labels: bool,
+        then: Callable[[tuple[Any, ...], Any, int, Any], _Reading],
+    ) -> _Reading:
+        """`loc[at:]` read from a node of named fields: a field named by its name where the
+        configuration names places so (`loc_by_alias=False`), by the key pydantic found
+        it under otherwise."""
+        fields = node.get("fields", {})
+        named = (
+            fields if isinstance(fields, list) else [{"name": k, **v} for k, v in fields.items()]
+        )
+        by_name = labels and isinstance(config, dict) and config.get("loc_by_alias") is False
+        for field in named:
+            name = field.get("name")
+            if by_name:
+                if loc[at] == name:
+                    key = _written_key(field, value, config)
+                    return then(key, field.get("schema"), at + 1, _at(value, key))
+                continue
+            for key in _field_keys(field):
+                if loc[at : at + len(key)] == key:
+                    return then(key, field.get("schema"), at + len(key), _at(value, key))
+        if node.get("extras_schema") is not None:
+            held = value.get(loc[at]) if isinstance(value, dict) else None
+            return then((loc[at],), node["extras_schema"], at + 1, held)
+        return loc[at:], hides, False
+
+    def _members(
+        self, node: dict[str, Any], loc: tuple[Any, ...], at: int, labels: bool
+    ) -> list[tuple[Any, int]] | None:
+        """A union's members `loc[at:]` may go on into, each with where the rest starts
+        (past a label or tag); `None` where `loc[at]` names none of its members."""
+        if node.get("type") == "tagged-union":
+            choices = node["choices"]
+            if not labels:
+                return [(each, at) for each in choices.values()]
+            tagged = [(each, at + 1) for tag, each in choices.items() if str(tag) == str(loc[at])]
+            return tagged or None
+        listed = node["choices"]
+        choices = [each[0] if isinstance(each, tuple) else each for each in listed]
+        if not labels or len(choices) == 1 or "custom_error_type" in node:
+            return [(each, at) for each in choices]
+        named = [
+            (choice, at + 1)
+            for choice, label in zip(choices, _labels(listed, self.refs), strict=True)
+            if label == loc[at]
+        ]
+        return named or None
+
+
+_FIELDED = frozenset({"model-fields", "typed-dict", "dataclass-args"})
+
+
+def _best(readings: Iterable[_Reading | None]) -> _Reading | None:
+    """The first reading that found every field it named; else the first reading."""
+    first: _Reading | None = None
+    for reading in readings:
+        if reading is None:
+            continue
+        if reading[2]:
+            return reading
+        first = first or reading
+    return first
+
+
+_ABSENT: Any = object()
+
+
+def _at(value: Any, steps: tuple[Any, ...]) -> Any:
+    """What the JSON `value` holds at `steps` (keys and indices); `_ABSENT` where nothing."""
+    for step in steps:
+        key = isinstance(value, dict) and isinstance(step, str) and step in value
+        index = isinstance(value, list) and type(step) is int and 0 <= step < len(value)
+        if not (key or index):
+            return _ABSENT
+        value = value[step]
+    return value
+
+
+def _written_key(field: dict[str, Any], value: Any, config: Any) -> tuple[Any, ...]:
+    """The key (or path) of a field as pydantic names it by alias: the first the JSON
+    object `value` holds of those validation reads it from, else the key its JSON Schema
+    shows (pydantic's: its alias, or the first one-key choice of its aliases, or its
+    name)."""
+    name = field.get("name")
+    alias = field.get("validation_alias")
+    settings = config if isinstance(config, dict) else {}
+    by_alias = settings.get("validate_by_alias") is not False
+    by_name = bool(settings.get("validate_by_name") or settings.get("populate_by_name"))
+    paths: list[tuple[Any, ...]] = []
+    if by_alias and isinstance(alias, str):
+        paths.append((alias,))
+    elif by_alias and isinstance(alias, list) and alias:
+        for path in alias if isinstance(alias[0], list) else [alias]:
+            paths.append(tuple(path) if isinstance(path, list) else (path,))
+    if alias is None or by_name or not by_alias:
+        paths.append((name,))
+    for path in paths:
+        if _at(value, path) is not _ABSENT:
+            return path
+    if isinstance(alias, str):
+        return (alias,)
+    if isinstance(alias, list):
+        for path in alias:
+            if isinstance(path, list) and len(path) == 1 and isinstance(path[0], str):
+                return (path[0],)
+    return (name,)
+
+
+_places: weakref.WeakKeyDictionary[TypeAdapter[Any], _Places | None] = weakref.WeakKeyDictionary()
+
+
+def _places_of(adapter: TypeAdapter[Any]) -> _Places | None:
+    """Where `adapter`'s type names places by field name or hides its errors' input;
+    `None` where no configuration in it does either. Worked out once per type, on its
+    first failure."""
+    try:
+        return _places[adapter]
+    except KeyError:
+        pass
+    core = cast(dict[str, Any], adapter.core_schema)
+    refs: dict[str, dict[str, Any]] = {}
+    found = False
+    for node in schema_nodes(core):
+        config = node.get("config")
+        if node["type"] in _CONFIGURED and isinstance(config, dict):
+            found = found or (
+                config.get("loc_by_alias") is False or config.get("hide_input_in_errors") is True
+            )
+        if isinstance(node.get("ref"), str):
+            refs[node["ref"]] = node
+    places = _Places(core, refs) if found else None
+    _places[adapter] = places
+    return places
 
 
 _PASSED = (
@@ -1231,17 +1497,21 @@ def _too_large(
     secrets = _secrets_of(adapter)
     hidden = frozenset() if secrets is None else secrets.hidden(error.parts, labels=False)
     secret = len(error.parts) in hidden
+    places = _places_of(adapter)
+    unquoted = places is not None and places.place(error.parts, None, labels=False)[1]
     path = _spelled(error.parts, hidden) or None
     huge = too_large(raw, lossy_numbers(raw))
     if huge:
         written = stood_in(raw, huge)
         again = _check(written, adapter, schema, reject_undeclared, plan, halves)
         if isinstance(again, Failure) and again.path == path:
-            if secret:
+            if secret or unquoted:
                 return again  # its value said by its JSON type alone
             return replace(again, message=_said_as_written(again.message, written, error))
     if secret:
         return Failure("a secret number is too large for a floating point value", path)
+    if unquoted:
+        return Failure("a number is too large for a floating point value", path)
     return Failure(f"the number `{error.number}` is too large for a floating point value", path)
 
 
