@@ -10,8 +10,9 @@ characters, reasoning or a paused Anthropic turn's server tool blocks left out w
 warning, o1-mini's and o1-preview's system and developer words in the first user turn,
 Groq's leading `<think>` block read as reasoning, Together's full context, OpenAI's audio
 answer kept (whole and streamed alike, each choice's, its streamed data decoded piece by
-piece) with its id sent back, and reasoning efforts in each
-model's set on Mistral and xAI, and none to `deepseek-chat` outside thinking mode."""
+piece) with its id sent back, reasoning efforts in each model's set on Mistral and xAI,
+and none to `deepseek-chat` outside thinking mode, a tool of no arguments sent with
+`"properties": {}` (and strict where asked), and a refusal beside text sent back."""
 
 from __future__ import annotations
 
@@ -46,6 +47,7 @@ from allama.types import (
     FieldSubject,
     ProviderDataEvent,
     Reasoning,
+    Refusal,
     RequestField,
     StreamEvent,
     TextPart,
@@ -2562,3 +2564,195 @@ def test_deepseek_chat_takes_an_effort_where_the_body_option_turns_thinking_on(
 ) -> None:
     enabled = {"thinking": {"type": "enabled"}}
     assert _effort_sent("deepseek", "deepseek-chat", effort, option=enabled) == (wire, [])
+
+
+# A tool of no arguments: OpenAI answers 400 to an object root without `properties`
+# (`invalid_function_parameters`, "object schema missing properties", gpt-5, gpt-5.4).
+
+_BASE_URLS = {
+    "vllm": "http://127.0.0.1:8000/v1",
+    "openai-compatible": "https://llm.example.com/v1",
+    "azure-openai": "https://res.openai.azure.com/openai/v1",
+}
+
+
+def _prepared(preset: str, request: ChatRequest) -> tuple[dict[str, Any], list[Any]]:
+    options = {"base_url": _BASE_URLS[preset]} if preset in _BASE_URLS else {}
+    made = allama.provider(preset, api_key="k", **options)
+    http, warnings = made._prepare(request, stream=False)
+    return http.body, [(w.kind, w.subject, w.message) for w in warnings]
+
+
+NO_ARGUMENTS = {"type": "object", "properties": {}}
+
+
+@pytest.mark.parametrize(
+    "preset", ["openai", "azure-openai", "groq", "mistral", "together", "vllm", "openai-compatible"]
+)
+def test_a_tool_of_no_arguments_goes_with_empty_properties(preset: str) -> None:
+    request = ChatRequest("gpt-5").user("go").add_tool(ToolDefinition(name="now", description="d"))
+    body, warnings = _prepared(preset, request)
+    assert body["tools"] == [
+        {
+            "type": "function",
+            "function": {"name": "now", "description": "d", "parameters": NO_ARGUMENTS},
+        }
+    ]
+    assert warnings == []
+
+
+@pytest.mark.parametrize(
+    ("given", "sent"),
+    [
+        (
+            {"type": ["object"], "title": "Now"},
+            {"type": "object", "title": "Now", "properties": {}},
+        ),
+        (
+            {"type": "object", "additionalProperties": {"type": "string"}},
+            {"type": "object", "additionalProperties": {"type": "string"}, "properties": {}},
+        ),
+        # `properties` given: the schema goes as it is.
+        (WEATHER.parameters, WEATHER.parameters),
+        ({}, {}),  # no object root: nothing to add to
+    ],
+)
+def test_only_an_object_root_without_properties_is_given_empty_ones(
+    given: dict[str, Any], sent: dict[str, Any]
+) -> None:
+    tool = ToolDefinition(name="f", parameters=given)
+    body, warnings = _prepared("openai", ChatRequest("gpt-5").user("go").add_tool(tool))
+    assert body["tools"] == [{"type": "function", "function": {"name": "f", "parameters": sent}}]
+    assert warnings == []
+
+
+STRICT_NO_ARGUMENTS = {
+    "type": "object",
+    "properties": {},
+    "additionalProperties": False,
+    "required": [],
+}
+
+
+@pytest.mark.parametrize(
+    "parameters",
+    [
+        {"type": "object"},  # `ToolDefinition`'s default
+        {"type": "object", "description": "No arguments.", "additionalProperties": False},
+        {"type": "object", "required": []},
+    ],
+)
+@pytest.mark.parametrize("model", ["gpt-4.1", "gpt-5"])
+def test_a_strict_tool_of_no_arguments_goes_strict(parameters: dict[str, Any], model: str) -> None:
+    # Not downgraded as "an object open to any keys": it names none, and allows none.
+    tool = ToolDefinition(name="now", parameters=parameters, strict=True)
+    body, warnings = _prepared("openai", ChatRequest(model).user("go").add_tool(tool))
+    annotations = {k: v for k, v in parameters.items() if k == "description"}
+    assert body["tools"] == [
+        {
+            "type": "function",
+            "function": {
+                "name": "now",
+                "parameters": {**annotations, **STRICT_NO_ARGUMENTS},
+                "strict": True,
+            },
+        }
+    ]
+    assert body["parallel_tool_calls"] is False
+    assert warnings == []
+
+
+@pytest.mark.parametrize(
+    ("parameters", "why"),
+    [
+        ({"type": "object", "additionalProperties": True}, "is a map"),
+        ({"type": "object", "additionalProperties": {"type": "integer"}}, "is a map"),
+        ({"type": "object", "minProperties": 1}, "is an object open to any keys"),
+    ],
+)
+def test_a_strict_tool_open_to_keys_of_its_own_still_goes_without_strict(
+    parameters: dict[str, Any], why: str
+) -> None:
+    tool = ToolDefinition(name="bag", parameters=parameters, strict=True)
+    body, warnings = _prepared("openai", ChatRequest("gpt-5").user("go").add_tool(tool))
+    assert body["tools"] == [
+        {
+            "type": "function",
+            "function": {
+                "name": "bag",
+                "parameters": {**parameters, "properties": {}},
+                "strict": False,
+            },
+        }
+    ]
+    assert warnings == [
+        (
+            WarningKind.UNSUPPORTED,
+            FieldSubject(field=RequestField.TOOLS),
+            f"tool `bag` is not strict-representable: the subschema at `/` {why}, which "
+            "OpenAI strict mode cannot enforce; it goes without `strict`",
+        )
+    ]
+
+
+# A refusal beside text in an assistant turn goes back, not left out.
+
+MIXED = (TextPart(text="Part one. "), Refusal(text="I won't do part two."))
+
+
+@pytest.mark.parametrize("preset", ["openai", "azure-openai"])
+def test_a_refusal_beside_text_goes_in_the_refusal_field_where_the_api_has_one(
+    preset: str,
+) -> None:
+    request = ChatRequest("gpt-4.1").user("x").assistant(list(MIXED)).user("why?")
+    body, warnings = _prepared(preset, request)
+    assert body["messages"] == [
+        {"role": "user", "content": "x"},
+        {"role": "assistant", "content": "Part one. ", "refusal": "I won't do part two."},
+        {"role": "user", "content": "why?"},
+    ]
+    assert warnings == []
+
+
+@pytest.mark.parametrize("preset", ["groq", "mistral", "together", "vllm", "openai-compatible"])
+def test_a_refusal_beside_text_goes_in_the_content_as_a_refusal_alone_does(preset: str) -> None:
+    turns = [
+        [*MIXED, TextPart(text=" Ask me again.")],
+        [Refusal(text="I won't.")],  # as it went before
+    ]
+    request = ChatRequest("gpt-4.1").user("x").assistant(turns[0]).user("why?")
+    body, warnings = _prepared(preset, request.assistant(turns[1]).user("sure?"))
+    assistant = [m for m in body["messages"] if m["role"] == "assistant"]
+    assert assistant == [
+        {"role": "assistant", "content": "Part one. I won't do part two. Ask me again."},
+        {"role": "assistant", "content": "I won't."},
+    ]
+    assert warnings == []
+
+
+def test_a_refusal_without_text_goes_in_the_content_on_openai_too() -> None:
+    call = ToolCall(id="call_1", name="weather", arguments="{}")
+    request = (
+        ChatRequest("gpt-4.1")
+        .user("x")
+        .assistant([Refusal(text="No.")])
+        .user("then the weather")
+        .assistant([Refusal(text="Only this."), call])
+        .tool_result("call_1", "18C")
+    )
+    body, warnings = _prepared("openai", request)
+    assert [m for m in body["messages"] if m["role"] == "assistant"] == [
+        {"role": "assistant", "content": "No."},
+        {
+            "role": "assistant",
+            "content": "Only this.",
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "weather", "arguments": "{}"},
+                }
+            ],
+        },
+    ]
+    assert warnings == []

@@ -325,8 +325,8 @@ def test_assistant_turns_tool_calls_and_results_as_items() -> None:
     body, warnings = encode(request)
     assert body["input"] == [
         {"role": "user", "content": "Weather?"},
-        # Its text, as Chat Completions sends it: no input message part holds a refusal.
-        {"role": "assistant", "content": "Looking."},
+        # Its text and its refusal, in their order: no input message part holds a refusal.
+        {"role": "assistant", "content": "Looking.Not the rest."},
         # The arguments go back as the string they were, spaces and all.
         {
             "type": "function_call",
@@ -571,7 +571,9 @@ def _stored_turn() -> AssistantMessage:
 def test_assistant_messages_go_back_as_input_messages_of_their_text() -> None:
     """An output message needs its `id` and `status` (and `annotations` on each text part):
     strict Responses servers (vLLM, Azure AI Foundry, LiteLLM) answer 400 without them. A
-    message allama names no id is an input message, its text its content."""
+    message allama names no id is an input message, its text its content, and its refusal
+    with it (no input content part is a refusal), as a refusal alone goes, rather than
+    left out beside text."""
     turns = [
         AssistantMessage(content=(TextPart(text="Ada"), TextPart(text=" Lovelace."))),
         AssistantMessage(content=(Refusal(text="I can't help with that."),)),
@@ -587,9 +589,28 @@ def test_assistant_messages_go_back_as_input_messages_of_their_text() -> None:
     assert sent == [
         {"role": "assistant", "content": "Ada Lovelace."},
         {"role": "assistant", "content": "I can't help with that."},
-        # As Chat Completions sends it: the text, without the refusal beside it.
-        {"role": "assistant", "content": "Partly."},
+        {"role": "assistant", "content": "Partly.Not the rest."},
     ]
+
+
+@pytest.mark.parametrize("name", RESPONSES_PRESETS)
+def test_a_refusal_beside_text_goes_back_with_it_in_their_order(name: str) -> None:
+    """No input content part is a refusal, and an output message needs the id allama does
+    not have: the refusal goes in the content with the text, as a refusal alone does,
+    rather than left out."""
+    turn = [
+        TextPart(text="Part one. "),
+        Refusal(text="I won't do part two."),
+        TextPart(text=" Ask me again."),
+    ]
+    request = ChatRequest("gpt-4.1").user("x").assistant(turn).user("why?")
+    body, warnings = encode(request, name=name)
+    assert body["input"] == [
+        {"role": "user", "content": "x"},
+        {"role": "assistant", "content": "Part one. I won't do part two. Ask me again."},
+        {"role": "user", "content": "why?"},
+    ]
+    assert warnings == []
 
 
 def test_a_message_sent_by_its_id_is_a_whole_output_message() -> None:
@@ -767,6 +788,32 @@ def test_tools_are_flat_and_always_say_strict() -> None:
     assert "tool `person` was sent with it beside `parallel_tool_calls: true`" in (
         warnings[0].message
     )
+
+
+@pytest.mark.parametrize("name", RESPONSES_PRESETS)
+def test_a_tool_of_no_arguments_goes_with_empty_properties(name: str) -> None:
+    """OpenAI answers 400 to an object root without `properties` ("object schema missing
+    properties", gpt-5), as `ToolDefinition`'s default `{"type": "object"}` is; strict,
+    it is an object closed with no keys, not one open to any keys sent loose."""
+    tools = [ToolDefinition(name="now"), ToolDefinition(name="today", strict=True)]
+    body, warnings = encode(ChatRequest("gpt-5").user("Hi").with_tools(tools), name=name)
+    closed = {"type": "object", "properties": {}, "additionalProperties": False, "required": []}
+    assert body["tools"] == [
+        {
+            "type": "function",
+            "name": "now",
+            "parameters": {"type": "object", "properties": {}},
+            "strict": False,
+        },
+        {"type": "function", "name": "today", "parameters": closed, "strict": True},
+    ]
+    unchecked = (
+        "tool `today` was approximated: the schema at `/` was sent unchecked: the endpoint "
+        "does not report which keywords it enforces"
+    )
+    # Only where no endpoint says which keywords it enforces, as of any strict tool there.
+    expected = [unchecked] if name in ("openrouter", "openai-compatible") else []
+    assert [w.message for w in warnings] == expected
 
 
 @pytest.mark.parametrize(

@@ -1133,6 +1133,9 @@ def normal(body: dict[str, Any]) -> dict[str, Any]:
     - `parallel_tool_calls: false` beside a strict tool: OpenAI and Azure do not hold
       strict schemas under parallel calls, so allama asks for serial ones (as it does on
       Chat Completions).
+    - `"properties": {}` on a tool's object root that has none: OpenAI answers 400 to one
+      without ("object schema missing properties", gpt-5), so allama adds it; it allows
+      every key the root did.
 
     Everything else is compared as it is, strict schemas included: allama rewrites a strict
     schema for OpenAI's subset, but a schema OpenAI accepted comes out unchanged, so a
@@ -1152,6 +1155,9 @@ def normal(body: dict[str, Any]) -> dict[str, Any]:
             if not tool.get("description"):
                 tool.pop("description", None)
             tool["strict"] = bool(tool.get("strict"))
+            parameters = tool.get("parameters")
+            if isinstance(parameters, dict) and parameters.get("type") == "object":
+                tool["parameters"] = {"properties": {}, **parameters}
             tools.append(tool)
         out["tools"] = tools
         if out.get("parallel_tool_calls") is False and any(t["strict"] for t in tools):

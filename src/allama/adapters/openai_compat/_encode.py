@@ -51,7 +51,7 @@ from allama.adapters.openai_compat._profile import SchemaDialect, WireProfile, p
 from allama.errors import InvalidRequestError
 from allama.schema._errors import SchemaError
 from allama.schema._rewrite import Rewrite, SchemaNote, apply_strict_policy
-from allama.schema._walk import MAX_DEPTH, SCHEMA_LISTS, SCHEMA_MAPS, SCHEMA_SINGLE
+from allama.schema._walk import ANNOTATIONS, MAX_DEPTH, SCHEMA_LISTS, SCHEMA_MAPS, SCHEMA_SINGLE
 from allama.types import (
     AssistantMessage,
     CapabilitySupport,
@@ -378,14 +378,22 @@ class _Encoder:
             return None
 
     def assistant(self, message: AssistantMessage) -> dict[str, Any]:
+        """The turn as the wire takes it back. Its refusal goes in `content` where the turn
+        has no text, as every endpoint reads it; beside text, in the message's `refusal`
+        field where the API has one (`_REFUSAL_FIELD`), elsewhere in `content` with the
+        text, in their order, rather than left out."""
         texts = [block.text for block in message.content if isinstance(block, TextPart)]
-        if not texts:
-            texts = [block.text for block in message.content if isinstance(block, Refusal)]
+        refusals = [block.text for block in message.content if isinstance(block, Refusal)]
+        refusal_apart = bool(texts and refusals) and self.profile.name in _REFUSAL_FIELD
+        if refusals and not refusal_apart:
+            texts = [b.text for b in message.content if isinstance(b, TextPart | Refusal)]
         calls = [self.tool_call(block) for block in message.content if isinstance(block, ToolCall)]
         audio = self.audio_id(message)
         wire: dict[str, Any] = {"role": "assistant"}
         if texts or not (calls or audio):
             wire["content"] = "".join(texts)
+        if refusal_apart:
+            wire["refusal"] = "".join(refusals)
         if audio is not None:
             wire["audio"] = {"id": audio}
         field = self.profile.reasoning_back
@@ -582,6 +590,7 @@ class _Encoder:
         parameters: dict[str, Any] = tool.parameters
         strict = tool.strict
         if strict:
+            parameters = _of_no_arguments(parameters)
             subject = f"tool `{tool.name}`"
             if self.profile.tool_dialect is SchemaDialect.NOT_HONOURED:
                 self.degradations.refuse(
@@ -603,6 +612,7 @@ class _Encoder:
                     )
         parameters = self.without_schema_ids(parameters, RequestField.TOOLS, f"tool `{tool.name}`")
         parameters = _object_typed(self.in_taken_shapes(parameters, f"tool `{tool.name}`"))
+        parameters = _with_properties(parameters)
         function = _present(
             name=tool.name, description=tool.description, parameters=parameters, strict=strict
         )
@@ -1552,6 +1562,10 @@ _FUNCTION_TYPES = ("function", "custom")
 """The tool types a model with no function calling is not sent (the body option's others
 are the model's built-in tools)."""
 
+_REFUSAL_FIELD = frozenset({"openai", "azure-openai"})
+"""The presets whose assistant message takes a `refusal` string beside its `content`
+(OpenAI's spec, Azure's alike); other endpoints may not read the field."""
+
 
 def _object_typed(schema: dict[str, Any]) -> dict[str, Any]:
     """`schema` with a root `"type": ["object"]` written `"object"`: the same type, as a
@@ -1563,6 +1577,36 @@ def _object_typed(schema: dict[str, Any]) -> dict[str, Any]:
     if schema.get("type") != ["object"]:
         return schema
     return {**schema, "type": "object"}
+
+
+def _of_no_arguments(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` with `"properties": {}` where it is an object root that says nothing of its
+    keys (a `ToolDefinition`'s default `{"type": "object"}`, annotations aside, or one
+    closed to every key): a tool of no arguments, which the strict subset holds as an
+    object closed with no keys, where the root without `properties` reads as an object
+    open to any keys and goes without `strict`. A root that allows keys of its own
+    (`additionalProperties: true` or a schema, `patternProperties`...) goes as it is."""
+    if schema.get("type") not in ("object", ["object"]) or "properties" in schema:
+        return schema
+    for key, value in schema.items():
+        closed = key == "additionalProperties" and value is False
+        if not (key == "type" or key in ANNOTATIONS or closed or (key, value) == _NONE_REQUIRED):
+            return schema
+    return {**schema, "properties": {}}
+
+
+_NONE_REQUIRED: tuple[str, list[Any]] = ("required", [])
+"""A root's `required` that names no key: as good as none, beside `properties` left empty."""
+
+
+def _with_properties(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` with `"properties": {}` at an object root that has none: OpenAI answers 400
+    to one without (`invalid_function_parameters`, "object schema missing properties",
+    gpt-5), as the default `{"type": "object"}` of a tool of no arguments is. An empty
+    `properties` allows every key it allowed, so it goes to every endpoint alike."""
+    if schema.get("type") != "object" or "properties" in schema:
+        return schema
+    return {**schema, "properties": {}}
 
 
 _TAKEN_SHAPES = "xai_shapes"

@@ -70,12 +70,13 @@ on `response_format` (`text.format`) and `tools`; a family with only JSON mode g
 - There is no plain-text choice output: a `choice` response format is refused (never sent
   as a JSON Schema).
 - An assistant message goes back as an input message, `{"role": "assistant", "content":
-  "..."}` as a user's does, its content its text as Chat Completions sends it (its refusal
-  when it has no text): an output message must carry its `id` and `status`, and strict
-  Responses servers (vLLM, Azure AI Foundry, LiteLLM) answer 400 to one without them, or
-  without each `output_text` part's `annotations`. One sent by its id (after a reasoning
-  item that goes by id alone, above) is an output message whole: its id, `status:
-  "completed"`, and its parts with the fields the spec requires, a refusal kept one.
+  "..."}` as a user's does, its content its text and its refusal in their order (no input
+  content part is a refusal; a refusal alone goes so too): an output message must carry
+  its `id` and `status`, and strict Responses servers (vLLM, Azure AI Foundry, LiteLLM)
+  answer 400 to one without them, or without each `output_text` part's `annotations`.
+  One sent by its id (after a reasoning item that goes by id alone, above) is an output
+  message whole: its id, `status: "completed"`, and its parts with the fields the spec
+  requires, a refusal kept one.
 - Each call goes with a `call_id` no other call in the request has (`with_tool_ids`): the
   API answers 400 to two calls or results of one id, which a conversation carries when it
   went through Gemini or Ollama (allama's stand-ins `call_0`, `call_1`, ... restart in
@@ -1016,15 +1017,14 @@ def _output_message(content: list[dict[str, Any]]) -> dict[str, Any]:
 def _message_item(message: dict[str, Any]) -> dict[str, Any]:
     """An assistant message as the spec's `InputItem` takes it: with its id, an output
     message (whose `id` and `status` are required); without, an input message whose content
-    is its text (its refusal without any), since neither `output_text` nor `refusal` is an
-    input content part (and the API refuses `input_text` from the assistant)."""
+    is its text and its refusal, in their order, since neither `output_text` nor `refusal`
+    is an input content part (and the API refuses `input_text` from the assistant): a
+    refusal goes as a refusal alone does, rather than left out beside text."""
     parts: list[dict[str, Any]] = message["content"]
     item_id = message.get("id")
     if isinstance(item_id, str):
         return {**message, "status": "completed"}
-    texts = [part["text"] for part in parts if part["type"] == "output_text"]
-    if not texts:
-        texts = [part["refusal"] for part in parts]
+    texts = [part["text"] if part["type"] == "output_text" else part["refusal"] for part in parts]
     return {"role": "assistant", "content": "".join(texts)}
 
 
