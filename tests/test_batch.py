@@ -3382,6 +3382,161 @@ def test_an_input_answered_overloaded_while_others_are_served_is_its_failure() -
     assert results[1].attempts == 5 and run.summary.stopped is None
 
 
+_DEADLINE_RAN_OUT = (
+    "the call to api.example.com:443 took longer than its deadline (0.3 s, from the call's "
+    "start to the answer's last byte)"
+)
+
+
+def _timed_out() -> allama.RequestTimeoutError:
+    """A call that ran out its deadline, in the transport's words (allama's own: shown)."""
+    return allama.RequestTimeoutError(_DEADLINE_RAN_OUT).mark_authored()
+
+
+def _ran(
+    driver: str, provider: allama.ChatProvider, inputs: list[str], **options: Any
+) -> tuple[list[allama.BatchResult[Row]], BatchSummary]:
+    """The results of a run through `allama.batch` (`sync`) or `allama.abatch` (`async`)."""
+    if driver == "sync":
+        run = allama.batch(provider, Row, inputs, request=TEMPLATE, **options)
+        return sorted(run, key=lambda r: r.index), run.summary
+
+    async def main() -> tuple[list[allama.BatchResult[Row]], BatchSummary]:
+        arun = allama.abatch(provider, Row, inputs, request=TEMPLATE, **options)
+        results = [result async for result in arun]
+        return sorted(results, key=lambda r: r.index), arun.summary
+
+    return asyncio.run(asyncio.wait_for(main(), 20))
+
+
+@pytest.mark.parametrize("driver", ["sync", "async"])
+def test_an_outage_of_calls_that_time_out_stops_the_run_with_its_inputs_pending(
+    tmp_path: Path, driver: str
+) -> None:
+    from allama.mock import FunctionProvider
+
+    # Every call runs out its deadline while nothing else is served (an endpoint that takes
+    # requests and answers none, a deadline too short for any document): an outage, as
+    # "overloaded" at every try is, not each input's failure after all its sends, each one
+    # maybe paid for. The run stops starting inputs; those it sent are pending, and a run
+    # again given the time its calls take sends them.
+    timing_out = True
+    calls: list[ChatRequest] = []
+
+    def answer(request: ChatRequest) -> ChatResponse:
+        calls.append(request)
+        if timing_out:
+            raise _timed_out()
+        return ChatResponseBuilder().text('{"n": 1}').usage(5, 5).build()
+
+    provider = FunctionProvider(answer, name="custom")
+    ledger = tmp_path / "run.sqlite"
+    options: dict[str, Any] = {"ledger": ledger, "backoff": 0.0, "concurrency": 2}
+    first, summary = _ran(driver, provider, docs(6), **options)
+    assert summary.stopped == (
+        "the provider's calls timed out to 5 tries, and it served no other call meanwhile (a "
+        "run again with a longer `deadline=` or `timeout=` sends them): " + _DEADLINE_RAN_OUT
+    )
+    assert summary.refused == "timeout"
+    assert f"stopped starting new inputs: {summary.stopped}" in summary.lines()
+    # Two inputs met it (one alone does not stop a run); it stopped, rather than send each
+    # input as many times as it gets.
+    sent = {(outcome(r), r.pending) for r in first}
+    assert ("timeout", True) in sent and sent <= {("timeout", True), ("not_started", False)}
+    assert sum(outcome(r) == "timeout" for r in first) >= 2 and len(calls) < 6 * 5
+    counts = Ledger(ledger, read_only=True).counts()
+    assert counts.get("failed", 0) == 0 and counts.get("pending", 0) >= 2
+    timing_out = False
+    again, summary = _ran(driver, provider, docs(6), **options)
+    assert [outcome(r) for r in again] == ["ok"] * 6 and summary.stopped is None
+
+
+class _SlowToAnswer(allama.mock.TestProvider):
+    """Answers each call after 20 ms, but a document's whose text says `never answered`:
+    its call runs out its deadline after 100 ms instead (a `RequestTimeoutError`)."""
+
+    def chat(self, request: ChatRequest) -> ChatResponse:
+        time.sleep(self._call_seconds(request))
+        return self._timed_reply(request)
+
+    async def achat(self, request: ChatRequest) -> ChatResponse:
+        await asyncio.sleep(self._call_seconds(request))
+        return self._timed_reply(request)
+
+    @staticmethod
+    def _call_seconds(request: ChatRequest) -> float:
+        return 0.1 if "never answered" in request.model_dump_json() else 0.02
+
+    def _timed_reply(self, request: ChatRequest) -> ChatResponse:
+        if "never answered" in request.model_dump_json():
+            raise _timed_out()
+        return super().chat(request)
+
+
+@pytest.mark.parametrize("driver", ["sync", "async"])
+def test_an_input_that_times_out_while_others_are_answered_is_its_failure(
+    tmp_path: Path, driver: str
+) -> None:
+    # Its calls time out while the provider answers the others (a document too long for
+    # the deadline): its own failure, final, as before; the run goes on to its end.
+    inputs = ["doc 0, never answered", *docs(120)[1:]]
+    ledger = tmp_path / "run.sqlite"
+    results, summary = _ran(
+        driver, _SlowToAnswer(), inputs, ledger=ledger, concurrency=4, max_attempts=3, backoff=0
+    )
+    assert (summary.stopped, summary.refused) == (None, None)
+    assert [(outcome(r), r.pending) for r in results] == [("timeout", False)] + [
+        ("ok", False)
+    ] * 119
+    assert results[0].attempts == 3
+    assert results[0].failure is not None and results[0].failure.message == _DEADLINE_RAN_OUT
+    assert Ledger(ledger, read_only=True).counts() == {"done": 119, "failed": 1}
+
+
+def test_a_deadline_too_short_for_any_document_stops_the_run_and_a_longer_one_sends_them(
+    tmp_path: Path,
+) -> None:
+    # Through the transport: a provider's `deadline=` that every call runs out, nothing
+    # answered meanwhile. The run stops after as many tries as an outage takes, each input
+    # it sent pending; the same run with a longer deadline sends them and is answered.
+    slow = BatchServer(delay=0.5).start()  # 0.2 s at least before any answer
+    try:
+        ledger = tmp_path / "run.sqlite"
+        options: dict[str, Any] = {
+            "request": TEMPLATE,
+            "ledger": ledger,
+            "concurrency": 2,
+            "max_attempts": 3,
+            "backoff": 0,
+        }
+        short = allama.provider("openai", api_key="sk-test", base_url=slow.url, deadline=0.05)
+        run = allama.batch(short, Row, docs(6), **options)
+        first = list(run)
+        host = slow.url.removeprefix("http://").removesuffix("/v1")
+        assert run.summary.stopped == (
+            "the provider's calls timed out to 3 tries, and it served no other call meanwhile "
+            "(a run again with a longer `deadline=` or `timeout=` sends them): the call to "
+            f"{host} took longer than its deadline (0.05 s, from the call's start to the "
+            "answer's last byte); change it with the `deadline=` argument of "
+            "allama.provider(...) (or of the Transport you pass): a number of seconds, or "
+            "None for no limit on the whole call [provider=openai]"
+        )
+        assert run.summary.refused == "timeout"
+        assert {(outcome(r), r.pending) for r in first} <= {
+            ("timeout", True),
+            ("not_started", False),
+        }
+        assert Ledger(ledger, read_only=True).counts().get("failed", 0) == 0
+        slow.delay = 0.05
+        longer = allama.provider("openai", api_key="sk-test", base_url=slow.url, deadline=5)
+        again = allama.batch(longer, Row, docs(6), **options)
+        assert sorted(outcome(r) for r in again) == sorted(expected(n) for n in range(6))
+        assert again.summary.stopped is None
+        assert Ledger(ledger, read_only=True).counts().get("pending", 0) == 0
+    finally:
+        slow.stop()
+
+
 def test_a_value_another_endpoint_gave_is_not_taken_for_this_ones(
     server: BatchServer, tmp_path: Path
 ) -> None:
