@@ -362,6 +362,7 @@ def test_ollama_asks_for_logprobs_and_the_alternatives() -> None:
         "logprobs": True,
         "top_logprobs": 20,
         "stream": False,
+        "truncate": False,
     }
     body, warnings = ollama_encode(ChatRequest("llama3.1").user("Hi").with_logprobs(0))
     assert warnings == []

@@ -25,6 +25,7 @@ import httpx2
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests._recording import provider
 
 import allama
 from allama import ChatRequest
@@ -616,11 +617,83 @@ def test_a_model_without_a_capability(message: str, field: RequestField) -> None
         "the input length exceeds the context length",
         "the request exceeds the available context size, try increasing it",
         "prompt too long; exceeded max context length by 1119046 tokens",
+        # Ollama's runner with context shift off, and its MLX runner.
+        "the prompt is longer than the context length currently available to the model; "
+        "shorten the prompt, adjust the context length in settings, or use a model with a "
+        "longer context length",
+        "input length (5000 tokens) exceeds the model's maximum context length (4096 tokens)",
     ],
 )
 def test_a_full_context_window(message: str) -> None:
     assert type(error_of(400, {"error": message})) is ContextWindowExceededError
     assert type(error_from_payload({"error": message})) is ContextWindowExceededError
+
+
+LLAMA_SERVER_CONTEXT = {
+    "error": {
+        "code": 400,
+        "message": "request (351 tokens) exceeds the available context size (256 tokens), "
+        "try increasing it",
+        "type": "exceed_context_size_error",
+        "n_prompt_tokens": 351,
+        "n_ctx": 256,
+    }
+}
+
+
+def test_llama_servers_error_relayed_as_text_says_its_own_message() -> None:
+    """Told `truncate: false`, Ollama (v0.30 on) relays llama-server's answer to a prompt past
+    `num_ctx` as the text of its `error`: the message is llama-server's, the class a full
+    context window, the body kept as it came."""
+    body = {"error": json.dumps(LLAMA_SERVER_CONTEXT)}
+    error = error_of(400, body, model="qwen2.5:0.5b")
+    assert type(error) is ContextWindowExceededError and not error.retryable
+    assert error.message == (
+        "request (351 tokens) exceeds the available context size (256 tokens), try increasing it"
+    )
+    assert error.status == 400 and error.context.body == json.dumps(body)
+    streamed = error_from_payload(body)
+    assert type(streamed) is ContextWindowExceededError
+    assert streamed.message == error.message
+    # Text in braces that is no error object stays as it is.
+    for text in ("{not json", '{"detail": "x"}'):
+        assert error_of(500, {"error": text}).message == text
+
+
+@pytest.mark.parametrize("status", [500, None])
+def test_a_model_larger_than_the_servers_memory_is_not_retried(status: int | None) -> None:
+    """Each try would load the model again, into the memory it did not fit."""
+    message = "model requires more system memory (12.0 GiB) than is available (8.0 GiB)"
+    if status is None:
+        error = error_from_payload({"error": message}, provider="ollama", model="llama3.1")
+    else:
+        error = error_of(status, {"error": message}, model="llama3.1")
+    assert type(error) is ServerError and not error.retryable
+    assert error.message == message and error.status == status
+
+
+@pytest.mark.parametrize(
+    "message", ["model 'gpt-oss:12b' not found", 'model "gpt-oss:12b" not found']
+)
+@pytest.mark.parametrize("how", ["chat", "chat_stream"])
+def test_a_missing_model_on_ollamas_cloud_names_no_pull(message: str, how: str) -> None:
+    """Ollama's cloud (a base URL on ollama.com) pulls nothing: its 404 is said as it came."""
+    target, recorder = provider("ollama", (404, {"error": message}), base_url="https://ollama.com")
+    request = ChatRequest("gpt-oss:12b").user("Hi")
+    with pytest.raises(NotFoundError) as caught:
+        if how == "chat":
+            target.chat(request)
+        else:
+            with target.chat_stream(request) as stream:
+                stream.response()
+    assert caught.value.message == message and caught.value.status == 404
+    assert len(recorder.bodies) == 1
+    assert error_from_payload({"error": message}, cloud=True).message == message
+    # A local server still names the pull.
+    local, _ = provider("ollama", (404, {"error": message}), base_url="http://127.0.0.1:9")
+    with pytest.raises(NotFoundError) as caught:
+        local.chat(request)
+    assert caught.value.message == f"{message} (pull it with `ollama pull gpt-oss:12b`)"
 
 
 def test_a_429_waits_what_retry_after_says() -> None:

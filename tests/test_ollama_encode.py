@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import pytest
 from pydantic import BaseModel, Field
@@ -78,11 +78,13 @@ def test_url_headers_and_a_plain_body() -> None:
     assert url == "http://localhost:11434/api/chat"
     # No key is needed, and none is sent.
     assert headers == {"content-type": "application/json", "accept": "application/json"}
-    # `stream: false` is always sent: Ollama streams unless told not to.
+    # `stream: false` is always sent: Ollama streams unless told not to. `truncate: false`
+    # too: Ollama cuts a prompt past its context unless told not to.
     assert body == {
         "model": MODEL,
         "messages": [{"role": "user", "content": "Hi"}],
         "stream": False,
+        "truncate": False,
     }
     assert warnings == []
 
@@ -418,6 +420,45 @@ def test_the_body_options_stream_is_not_sent(stream: bool) -> None:
     same = ChatRequest(MODEL).user("Hi").with_option_json("ollama", {"stream": stream})
     _, _, body, warnings = encode(same, stream=stream)
     assert body["stream"] is stream and warnings == []
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_prompt_too_long_for_the_context_is_not_cut(stream: bool) -> None:
+    """Ollama reads a missing `truncate` as true: it drops the oldest messages, or cuts the
+    prompt, to fit `num_ctx`, and answers 200. `truncate: false` makes that an error; a body
+    option's own `truncate` is the caller's choice, sent without a word."""
+    _, _, body, warnings = encode(ChatRequest(MODEL).user("Hi"), stream=stream)
+    assert body["truncate"] is False and warnings == []
+    theirs = ChatRequest(MODEL).user("Hi").with_option_json("ollama", {"truncate": True})
+    _, _, body, warnings = encode(theirs, stream=stream)
+    assert body["truncate"] is True and warnings == []
+
+
+@pytest.mark.parametrize("seed", [-1, 2**32 - 1, 2**32 + 5, 2**53 + 1, 2**64])
+def test_a_seed_ollama_would_not_keep_is_left_out(seed: int) -> None:
+    """Ollama's runners read `seed` as 32 bits without a sign, their largest (which -1, Ollama's
+    own "random", becomes) as a random seed: any other seed would be cut, or not be one. As on
+    llama.cpp's server, it is left out with a warning, refused under `ERROR`."""
+    request = ChatRequest(MODEL).user("Hi").with_temperature(0).with_seed(seed)
+    _, _, body, warnings = encode(request)
+    assert body["options"] == {"temperature": 0}
+    assert [(w.subject, w.kind, w.message) for w in warnings] == [
+        (
+            FieldSubject(field=RequestField.SEED),
+            WarningKind.UNSUPPORTED,
+            "Ollama reads a seed as 32 bits without a sign, and 4294967295 (which -1 becomes) "
+            f"as a random seed: it takes 0 to 4294967294; {seed} was left out",
+        )
+    ]
+    with pytest.raises(UnsupportedError) as caught:
+        encode(request.with_unsupported_policy(UnsupportedPolicy.ERROR))
+    assert caught.value.field is RequestField.SEED
+
+
+@pytest.mark.parametrize("seed", [0, 42, 2**32 - 2])
+def test_a_seed_of_32_bits_goes_as_it_is(seed: int) -> None:
+    _, _, body, warnings = encode(ChatRequest(MODEL).user("Hi").with_seed(seed))
+    assert body["options"] == {"seed": seed} and warnings == []
 
 
 @pytest.mark.parametrize(
@@ -797,6 +838,152 @@ def test_a_ref_the_inliner_leaves_is_said_where_ollama_drops_it() -> None:
         "tool `who`: the `$ref` at `/properties/name` was not inlined: that would change what "
         "the schema accepts, and Ollama drops the `$ref` there: the arguments below it are "
         "not described to the model"
+    ]
+
+
+class _Cat(BaseModel):
+    kind: Literal["cat"]
+    meows: int
+
+
+class _Dog(BaseModel):
+    kind: Literal["dog"]
+    barks: int
+
+
+class _Adopt(BaseModel):
+    pet: Annotated[_Cat | _Dog, Field(discriminator="kind")]
+    mode: Literal["fast"] = "fast"
+    pets: list[Annotated[_Cat | _Dog, Field(discriminator="kind")]] = []
+
+
+def _kind(value: str) -> dict[str, Any]:
+    return {"enum": [value], "title": "Kind", "type": "string"}
+
+
+def test_one_of_and_const_go_as_the_keywords_ollama_keeps() -> None:
+    """Ollama's property struct has no `oneOf` and no `const`: a discriminated union would
+    reach the model with no type and no fields, a `Literal` of one value as any string. They
+    go as `anyOf` and a one-value `enum`, at every depth Ollama reads (under `items`, which it
+    keeps as written, they stay); the `discriminator` Ollama drops says nothing `anyOf` does
+    not."""
+    schema = _Adopt.model_json_schema()
+    tool = ToolDefinition(name="adopt", parameters=schema)
+    _, _, body, warnings = encode(ChatRequest(MODEL).user("Hi").with_tools([tool]))
+    properties = body["tools"][0]["function"]["parameters"]["properties"]
+    cat = {
+        "properties": {"kind": _kind("cat"), "meows": {"title": "Meows", "type": "integer"}},
+        "required": ["kind", "meows"],
+        "title": "_Cat",
+        "type": "object",
+    }
+    dog = {
+        "properties": {"kind": _kind("dog"), "barks": {"title": "Barks", "type": "integer"}},
+        "required": ["kind", "barks"],
+        "title": "_Dog",
+        "type": "object",
+    }
+    assert properties["pet"] == {
+        "discriminator": schema["properties"]["pet"]["discriminator"],
+        "anyOf": [cat, dog],
+        "title": "Pet",
+    }
+    assert properties["mode"] == {
+        "enum": ["fast"],
+        "default": "fast",
+        "title": "Mode",
+        "type": "string",
+    }
+    # Under `items` Ollama keeps the schema as written: only its `$ref`s are inlined.
+    assert "oneOf" in properties["pets"]["items"]
+    assert warnings == []
+
+
+def test_const_beside_enum_and_one_of_in_a_nested_property() -> None:
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "outer": {
+                "type": "object",
+                "properties": {
+                    "choice": {
+                        "oneOf": [{"const": 1}, {"const": True}, {"type": "string"}],
+                        "description": "one of them",
+                    },
+                    "level": {"enum": [1, 2, True], "const": 1},
+                },
+            }
+        },
+    }
+    given = json.loads(json.dumps(schema))
+    tool = ToolDefinition(name="set", parameters=schema)
+    _, _, body, warnings = encode(ChatRequest(MODEL).user("Hi").with_tools([tool]))
+    outer = body["tools"][0]["function"]["parameters"]["properties"]["outer"]
+    assert outer["properties"] == {
+        "choice": {
+            "anyOf": [{"enum": [1]}, {"enum": [True]}, {"type": "string"}],
+            "description": "one of them",
+        },
+        # Beside an `enum`, the values both allow (JSON's `true` is not `1`).
+        "level": {"enum": [1]},
+    }
+    assert warnings == [] and schema == given
+
+
+def test_a_lone_all_of_beside_annotations_is_merged() -> None:
+    """Older pydantic writes a nested model with a description as `allOf: [{"$ref": ...}]`
+    beside it; Ollama drops `allOf` whole. One schema beside nothing but annotations is
+    merged into its node, the node's annotations over the schema's."""
+    schema: dict[str, Any] = {
+        "definitions": {"Address": {**ADDRESS_SENT, "title": "Address"}},
+        "type": "object",
+        "properties": {
+            "address": {
+                "title": "Where",
+                "description": "where to send it",
+                "allOf": [{"$ref": "#/definitions/Address"}],
+            },
+            "kind": {"allOf": [{"const": "home"}]},
+        },
+        "required": ["address"],
+    }
+    tool = ToolDefinition(name="send", parameters=schema)
+    _, _, body, warnings = encode(ChatRequest(MODEL).user("Hi").with_tools([tool]))
+    properties = body["tools"][0]["function"]["parameters"]["properties"]
+    assert properties["address"] == {
+        "title": "Where",
+        "description": "where to send it",
+        "properties": ADDRESS_SENT["properties"],
+        "required": ["street", "city"],
+        "type": "object",
+    }
+    assert properties["kind"] == {"enum": ["home"]}
+    assert warnings == []
+
+
+def test_an_all_of_ollama_drops_and_a_one_of_beside_an_any_of_are_said() -> None:
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "both": {"allOf": [{"type": "string"}, {"maxLength": 5}]},
+            "beside": {"type": "string", "allOf": [{"minLength": 1}]},
+            "union": {"anyOf": [{"type": "string"}], "oneOf": [{"type": "integer"}]},
+        },
+    }
+    tool = ToolDefinition(name="t", parameters=schema)
+    _, _, body, warnings = encode(ChatRequest(MODEL).user("Hi").with_tools([tool]))
+    assert body["tools"][0]["function"]["parameters"] == schema
+    assert [(w.subject, w.kind) for w in warnings] == [
+        (FieldSubject(field=RequestField.TOOLS), WarningKind.APPROXIMATED)
+    ] * 3
+    assert [w.message for w in warnings] == [
+        "tool `t`: the `allOf` at `/properties/both` could not be merged into one schema, and "
+        "Ollama drops the `allOf` there: the arguments below it are not described to the model",
+        "tool `t`: the `allOf` at `/properties/beside` could not be merged into one schema, "
+        "and Ollama drops the `allOf` there: the arguments below it are not described to the "
+        "model",
+        "tool `t`: the `oneOf` at `/properties/union` stands beside an `anyOf`, and Ollama "
+        "drops the `oneOf` there: the arguments below it are not described to the model",
     ]
 
 

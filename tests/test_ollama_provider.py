@@ -734,6 +734,9 @@ def normal(body: dict[str, Any]) -> dict[str, Any]:
     - `format` `""` or `null` is no format; `options` `{}` or `null` is none; `keep_alive`,
       `think` and `tools` set to `null` (or `tools: []`) are their defaults.
     - A message's `images: []` or `tool_calls: []` is none.
+    - `truncate: false`, which allama always sends (a prompt past `num_ctx` is then an
+      error, not cut), is left out: these recordings fit their context, where Ollama's
+      default (`true`) cuts nothing either. `truncate: true` is still a difference.
 
     Everything else is compared as it is, `format` schemas included: allama rewrites a
     schema for llama.cpp's converter, but only where it would be read the same (`\\d` spelled
@@ -751,6 +754,7 @@ def normal(body: dict[str, Any]) -> dict[str, Any]:
             or (key == "options" and not value)
             or (key in ("keep_alive", "think") and value is None)
             or (key == "tools" and not value)
+            or (key == "truncate" and value is False)
         )
     }
     out["stream"] = body.get("stream", True) is not False
@@ -851,6 +855,7 @@ def test_the_normalisation_leaves_a_real_difference_a_difference() -> None:
         {"format": "json"},
         {"options": {**sent["options"], "num_ctx": 4096}},
         {"keep_alive": 0},
+        {"truncate": True},
         {"messages": [*messages[:-1], {"role": "user", "content": "Thanks!"}]},
         {"messages": [messages[0], {**messages[1], "images": []}, *messages[2:]]},
         {"messages": [*messages[:3], {**messages[3], "tool_name": "other"}, *messages[4:]]},

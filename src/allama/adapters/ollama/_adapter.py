@@ -3,19 +3,25 @@ the encoder, the decoders and the error mapping of this package (loaded on first
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import cast
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, cast
 
 from allama.adapters._adapter import PackageAdapter, table_for
 from allama.adapters.ollama._capabilities import CAPABILITY_TABLES, OllamaTable
 from allama.adapters.ollama._profile import OllamaProfile
+
+if TYPE_CHECKING:
+    from allama.adapters._http import HttpResponse
+    from allama.errors import Error
+    from allama.types import ChatResponse, Warning
 
 __all__ = ["OllamaChatAdapter", "make_adapter"]
 
 
 class OllamaChatAdapter(PackageAdapter):
     """`POST {base}/api/chat` (NDJSON when streamed), spoken as `profile` says, answered from
-    `table`."""
+    `table`. An error response is read knowing whether the server is Ollama's cloud, where a
+    missing model is not one to pull."""
 
     __slots__ = ()
 
@@ -25,6 +31,38 @@ class OllamaChatAdapter(PackageAdapter):
 
     def path(self, model: str, *, stream: bool) -> tuple[str, Mapping[str, str]]:
         return "/api/chat", {}
+
+    def decode(
+        self,
+        response: HttpResponse,
+        *,
+        provider: str,
+        model: str,
+        warnings: Sequence[Warning],
+    ) -> ChatResponse:
+        if response.status >= 400:
+            raise self.error(
+                response.status,
+                response.headers,
+                response.content,
+                provider=provider,
+                model=model,
+            )
+        return super().decode(response, provider=provider, model=model, warnings=warnings)
+
+    def error(
+        self,
+        status: int,
+        headers: Mapping[str, str],
+        body: bytes,
+        *,
+        provider: str,
+        model: str,
+    ) -> Error:
+        error: Error = self._part("_errors", "error_from_response")(
+            status, headers, body, provider=provider, model=model, cloud=self.profile.cloud
+        )
+        return error
 
 
 def make_adapter(preset_name: str, profile: object, capabilities: object) -> OllamaChatAdapter:

@@ -8,8 +8,10 @@ What Ollama cannot honour goes through `Degradations` (dropped with a warning un
   honoured by not offering the tools (a choice without tools is not sent, and refused only
   where it asked for a call, as on every provider). There is no strict mode for tools
   either (Ollama even narrows tool schemas on input), nor a setting for parallel calls.
-  Ollama drops a property's `$ref`, so tool parameters go with their local `$ref`s inlined
-  (`_parameters`); a recursion cut where Ollama drops what is left is said on `tools`.
+  Ollama drops a property's `$ref`, `oneOf`, `const` and `allOf`, so tool parameters go
+  with their local `$ref`s inlined, `oneOf` as `anyOf`, `const` as a one-value `enum` and a
+  lone `allOf` beside annotations merged (`_parameters`); a recursion cut, or an `allOf`
+  left, where Ollama drops it is said on `tools`.
 - Images go as base64 in the message's `images` (a data URL's checked and sent as standard
   base64; an image of no data is refused); an image URL cannot be sent. Documents go as
   text when they are plain text (bytes or a data URL, read in their charset); any other
@@ -55,6 +57,17 @@ Log-probabilities. `request.logprobs` is `logprobs: true`, with `top_logprobs` w
 alternatives are wanted (Ollama v0.12.11 on; an older server ignores both). A streamed call
 is refused them: allama reads them from whole responses. There is no plain-text choice
 output (`format` constrains JSON only), so a `choice` response format is refused.
+
+Context. `truncate: false` is always sent (a body option's own `truncate` wins): without it
+Ollama drops the oldest messages, or cuts the prompt, to fit `num_ctx`, and answers 200, so
+an extraction over a long document would read part of it without a sign. Told not to, it
+answers an error instead ("exceeds the available context size"), a
+`ContextWindowExceededError`. The field came in October 2025 (ollama/ollama#12582); an older
+server ignores it, as Go's JSON decoding ignores any field it does not know.
+
+Seed. Ollama's `-1` is a random seed, and its runners read `seed` as 32 bits without a sign
+(llama-server's 4294967295, which -1 becomes, is random too): a seed outside 0 to
+4294967294 is left out with a warning, as on llama.cpp's server.
 
 `stream` is always sent: Ollama streams unless told not to. It is the call's (a whole
 response is read from `chat`, a stream from `chat_stream`): a body option's own `stream`
@@ -119,7 +132,8 @@ __all__ = ["BODY_OPTION", "encode_request"]
 
 BODY_OPTION = "ollama"
 """Request option namespace whose JSON object is merged into the body, for fields allama has
-no name for (`keep_alive`, `truncate`, ...); an `options` object in it is merged into
+no name for (`keep_alive`, `truncate: true` to let Ollama cut a prompt too long for its
+context, ...); an `options` object in it is merged into
 allama's (`request.with_option_json("ollama", {"options": {"num_ctx": 8192},
 "keep_alive": "10m"})`); its own `format` is sent with a warning on the response format,
 its own `think` with one on the reasoning effort, its own `stream` is not sent (the call's
@@ -361,8 +375,9 @@ class _Encoder:
 
     def tool(self, tool: ToolDefinition) -> dict[str, Any]:
         # Ollama's decoder drops `$ref` (it keeps the root's `$defs`, and what is under
-        # `items`) and root unions: a root `$ref` would leave no parameters, a property's
-        # `$ref` a property of any value, so each is inlined; one left there is said.
+        # `items`), `oneOf`, `const`, `allOf` and root unions: a root `$ref` would leave no
+        # parameters, a property's `$ref` or `oneOf` a property of any value, so each is
+        # inlined or put in the keywords Ollama keeps; one left where it drops it is said.
         display = self.profile.display_name
         inlined = inline_refs(tool.parameters)
         parameters = object_parameters(inlined.schema)
@@ -439,10 +454,25 @@ class _Encoder:
         return _present(
             temperature=request.temperature,
             top_p=request.top_p,
-            seed=request.seed,
+            seed=self.seed(),
             num_predict=request.max_output_tokens,
             stop=list(request.stop) if request.stop else None,
         )
+
+    def seed(self) -> int | None:
+        """The request's seed, or `None` (with a warning) for one Ollama would not keep:
+        its runners read a seed as 32 bits without a sign, their largest (which -1 becomes)
+        as a random one, so another would be cut, or not be a seed at all."""
+        seed = self.request.seed
+        if seed is None or 0 <= seed < 2**32 - 1:
+            return seed
+        self.degradations.refuse(
+            RequestField.SEED,
+            f"{self.profile.display_name} reads a seed as 32 bits without a sign, and "
+            f"{2**32 - 1} (which -1 becomes) as a random seed: it takes 0 to {2**32 - 2}",
+            instead=f"{seed} was left out",
+        )
+        return None
 
     def think(self) -> tuple[bool | str | None, _Said | None]:
         """The `think` for the reasoning effort, and what to say of it (`say_think`)."""
@@ -552,6 +582,8 @@ class _Encoder:
             if top_logprobs:
                 body["top_logprobs"] = top_logprobs
         body["stream"] = self.stream
+        # Told so, Ollama answers a prompt past `num_ctx` with an error, not by cutting it.
+        body["truncate"] = False
         if isinstance(extra, dict):
             given = option_fields(
                 body, extra, BODY_OPTION, stream=self.stream, degradations=self.degradations

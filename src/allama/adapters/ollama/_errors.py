@@ -1,12 +1,14 @@
 """An Ollama error response (or an error line inside a stream) to the right `allama.Error`.
 
 Ollama answers `{"error": "<message>"}` (a cloud sign-in error adds `signin_url`); a relayed
-OpenAI-style object (`{"error": {"message": ...}}`) is read too, and a body that is not JSON
-keeps its text. The HTTP status decides the class, refined by the message:
+OpenAI-style object (`{"error": {"message": ...}}`) is read too, as is llama-server's error
+object relayed as the JSON text of `error` (Ollama v0.30 on), whose `message` is the one
+kept; a body that is not JSON keeps its text. The HTTP status decides the class, refined by
+the message:
 
 - a model the server does not have (404, "model 'x' not found") is a `NotFoundError` whose
   message adds the remedy, `ollama pull <model>`, unless it already says to pull ("try
-  pulling it first");
+  pulling it first") or the server is Ollama's cloud (`cloud`), where nothing is pulled;
 - a `format` Ollama could not compile ("invalid format", "invalid JSON schema", llama.cpp's
   "failed to parse grammar" and conversion errors) is an `UnsupportedError` on the response
   format, at whatever status it comes (an invalid `format` surfaces as a 500 from the runner
@@ -14,7 +16,11 @@ keeps its text. The HTTP status decides the class, refined by the message:
 - a model without tools or without thinking ("... does not support tools", "... does not
   support thinking") is an `UnsupportedError` on `tools` / `reasoning_effort`;
 - an input longer than the context ("exceeds the context length", llama-server's
-  "exceeds the available context size") is a `ContextWindowExceededError`;
+  "exceeds the available context size") is a `ContextWindowExceededError`: what Ollama
+  answers to the `truncate: false` allama sends, where it would otherwise cut the prompt;
+- a model larger than the memory the server has ("model requires more system memory (12.0
+  GiB) than is available (8.0 GiB)") is a `ServerError` that is not retryable: each try
+  would load the model again, into the same memory;
 - a 429 for a spent usage limit (Ollama Cloud's "reached your weekly usage limit", its
   session or hourly one, with no `retry-after`) is a `QuotaExceededError`, not retryable,
   as the OpenAI family's is for such words;
@@ -81,6 +87,7 @@ _CONTEXT_WORDS = (
     r"prompt (?:is )?too long|too many tokens"
 )
 _BUSY = r"(?i)server busy|maximum pending requests"
+_NO_MEMORY = r"(?i)requires more (?:system )?memory\b.*\bthan is available"
 
 
 def message_of(payload: Any) -> str | None:
@@ -88,6 +95,13 @@ def message_of(payload: Any) -> str | None:
     if not isinstance(payload, dict):
         return None
     inner = payload.get("error")
+    if isinstance(inner, str) and inner.startswith("{"):
+        # llama-server's own error object, which Ollama relays as the text of `error`.
+        try:
+            relayed = message_of(wire_json(inner))
+        except ValueError:
+            relayed = None
+        return relayed or inner
     if isinstance(inner, str) and inner:
         return inner
     if isinstance(inner, dict):
@@ -122,13 +136,15 @@ def _by_message(message: str) -> Error | None:
     return None
 
 
-def _classify(status: int | None, message: str, model: str | None, wait: float | None) -> Error:
+def _classify(
+    status: int | None, message: str, model: str | None, wait: float | None, *, cloud: bool
+) -> Error:
     if status == 404:
-        if re.search(_MODEL_NOT_FOUND, message):
+        if re.search(_MODEL_NOT_FOUND, message) and not cloud:  # the cloud pulls nothing
             return NotFoundError(_pull_remedy(message, model))
         return NotFoundError(message)
     if status is None and re.search(_OLLAMA_MISSING_MODEL, message):
-        return NotFoundError(_pull_remedy(message, model))
+        return NotFoundError(message if cloud else _pull_remedy(message, model))
     if status == 429:
         if spent_quota(message, wait):
             # Every request meets it until the period ends: a batch run stops, not retries.
@@ -143,6 +159,9 @@ def _classify(status: int | None, message: str, model: str | None, wait: float |
         return known
     if status == 408:
         return RequestTimeoutError(message)
+    if re.search(_NO_MEMORY, message):
+        # Each try loads the model again, into the memory it did not fit.
+        return ServerError(message).with_retryable(False)
     if status == 503 or re.search(_BUSY, message):
         return OverloadedError(message)
     if status is None or status >= 500:
@@ -168,9 +187,11 @@ def error_from_response(
     provider: str | None = None,
     model: str | None = None,
     now: float | None = None,
+    cloud: bool = False,
 ) -> Error:
-    """The error for an HTTP response with status >= 400. `now` (seconds since the epoch)
-    is for tests: it reads a `retry-after` given as an HTTP date."""
+    """The error for an HTTP response with status >= 400; `cloud`: the server is Ollama's
+    cloud (`OllamaProfile.cloud`). `now` (seconds since the epoch) is for tests: it reads a
+    `retry-after` given as an HTTP date."""
     text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
     try:
         payload: Any = wire_json(text) if text.strip() else None
@@ -178,7 +199,8 @@ def error_from_response(
         payload = None
     message = message_of(payload) or body_message(text, status)
     wait = retry_after_seconds(headers, now=now) if headers else None
-    error = _classify(status, message, model, wait).with_status(status).with_body(text)
+    known = _classify(status, message, model, wait, cloud=cloud)
+    error = known.with_status(status).with_body(text)
     waits_as_asked(error, headers, now=now)
     error = _finish(error, provider=provider, model=model)
     return error if text.strip() else error.mark_authored()  # `HTTP <status>`: allama's
@@ -189,9 +211,10 @@ def error_from_payload(
     *,
     provider: str | None = None,
     model: str | None = None,
+    cloud: bool = False,
 ) -> Error:
     """The error for an error object inside a stream (or a 200 body): no status, so the
-    message alone decides."""
+    message alone decides; `cloud` as for `error_from_response`."""
     message = message_of(payload) or json.dumps(payload)
-    error = _classify(None, message, model, None).with_body(json.dumps(payload))
+    error = _classify(None, message, model, None, cloud=cloud).with_body(json.dumps(payload))
     return _finish(error, provider=provider, model=model)
