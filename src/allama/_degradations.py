@@ -107,6 +107,21 @@ class Degradations:
         )
         return None
 
+    def seed_within_32_bits(self, seed: int | None, display: str) -> int | None:
+        """`seed`, or `None` (with a warning, refused under `ERROR`) where `display` (a
+        llama.cpp server, Ollama's runners) would not keep it: it reads a seed as 32 bits
+        without a sign, their largest (which -1 becomes) as a random one, so another would
+        be cut, or not be a seed at all."""
+        if seed is None or 0 <= seed < 2**32 - 1:
+            return seed
+        self.refuse(
+            RequestField.SEED,
+            f"{display} reads a seed as 32 bits without a sign, and {2**32 - 1} (which -1 "
+            f"becomes) as a random seed: it takes 0 to {2**32 - 2}",
+            instead=f"{seed} was left out",
+        )
+        return None
+
     def refuse(
         self,
         field: RequestField,

@@ -460,19 +460,9 @@ class _Encoder:
         )
 
     def seed(self) -> int | None:
-        """The request's seed, or `None` (with a warning) for one Ollama would not keep:
-        its runners read a seed as 32 bits without a sign, their largest (which -1 becomes)
-        as a random one, so another would be cut, or not be a seed at all."""
-        seed = self.request.seed
-        if seed is None or 0 <= seed < 2**32 - 1:
-            return seed
-        self.degradations.refuse(
-            RequestField.SEED,
-            f"{self.profile.display_name} reads a seed as 32 bits without a sign, and "
-            f"{2**32 - 1} (which -1 becomes) as a random seed: it takes 0 to {2**32 - 2}",
-            instead=f"{seed} was left out",
-        )
-        return None
+        """The request's seed, or `None` (with a warning) for one Ollama's runners would not
+        keep (`Degradations.seed_within_32_bits`)."""
+        return self.degradations.seed_within_32_bits(self.request.seed, self.profile.display_name)
 
     def think(self) -> tuple[bool | str | None, _Said | None]:
         """The `think` for the reasoning effort, and what to say of it (`say_think`)."""

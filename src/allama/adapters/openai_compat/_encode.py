@@ -1352,14 +1352,10 @@ class _Encoder:
             max_tokens = self.output_limit(limit_field)
             extras[limit_field] = max_tokens
         if request.seed is not None:
-            if profile.seed_32_bits and not 0 <= request.seed < 2**32 - 1:
-                self.degradations.refuse(
-                    RequestField.SEED,
-                    f"{profile.display_name} reads a seed as 32 bits without a sign, and "
-                    f"{2**32 - 1} (which -1 becomes) as a random seed: it takes 0 to "
-                    f"{2**32 - 2}",
-                    instead=f"{request.seed} was left out",
-                )
+            if profile.seed_32_bits:
+                seed = self.degradations.seed_within_32_bits(request.seed, profile.display_name)
+                if seed is not None:
+                    extras[profile.seed_field] = seed
             elif -(2**63) <= request.seed < 2**63:
                 extras[profile.seed_field] = request.seed
             else:  # the wire's `seed` is an int64: a larger one is answered 400
