@@ -119,10 +119,12 @@ def test_gemini_response_schema_still_removes_them() -> None:
 
 
 class Theme(BaseModel):
-    """A type whose schema requires a name the model does not declare."""
+    """A type whose schema requires a name the model does not declare (`colors` has a
+    default: an override leaving a field validation requires out of `required` is refused
+    before any dialect sees it)."""
 
     model_config = ConfigDict(json_schema_extra={"required": ["color"]})
-    colors: str
+    colors: str = "dark"
 
 
 UNDECLARED = "the object at `Theme` requires `color`, which it does not declare"

@@ -25,10 +25,22 @@ from pydantic import (
     TypeAdapter,
     ValidationError,
 )
-from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode, JsonSchemaValue
+from pydantic.json_schema import (
+    GenerateJsonSchema,
+    JsonRef,
+    JsonSchemaMode,
+    JsonSchemaValue,
+)
 from pydantic_core import PydanticOmit, PydanticSerializationError, SchemaValidator, core_schema
 from pydantic_core import SchemaError as CoreSchemaError
 
+from allama.schema._declared import (
+    DECLARING,
+    JsonReader,
+    may_override,
+    refused,
+    unread_declared,
+)
 from allama.schema._errors import SchemaError
 
 __all__ = ["TypeSchema", "derived", "schema_name", "type_label", "type_schema"]
@@ -123,6 +135,21 @@ class _StableDefaults(GenerateJsonSchema):
         self._failed_in: tuple[BaseException, str] | None = None
         """An error raised while writing a field, with the innermost field it passed: a
         failure of the caller's own code is named by its field (`generate`)."""
+        self._configs: list[dict[str, Any] | None] = []
+        """The core configurations of the owners in `_owners`, innermost last."""
+        self._bases: dict[int, dict[str, Any]] = {}
+        """What pydantic's own schema of each node whose own code may override it
+        (`may_override`) declares (`DECLARING`), by its core schema's identity, as it is
+        written (`_watched`); none where it is not (a `WithJsonSchema` writes it whole)."""
+        self._judged: set[int] = set()
+        """The nodes judged (`_judge_declared`): a model's written once, then a `$ref`."""
+        self._overridden: dict[int, tuple[Any, _DeclaredUnread | _RequiredLeftOut]] = {}
+        """The nodes whose schema, as the type's own code wrote it, no answer validates
+        against (`_judge_declared`, `_judge_required`), by their core schema's identity, each
+        with its refusal: refused, as an enum is, only if an answer reaches one past no
+        validator of the caller's (`_first_reached`)."""
+        self._copied: dict[str, tuple[Any, list[str]]] = {}
+        """The definitions copied by `_json_reader` as nodes are judged."""
 
     @property
     def mode(self) -> JsonSchemaMode:
@@ -351,7 +378,12 @@ class _StableDefaults(GenerateJsonSchema):
         """Every node as pydantic writes it; a string whose checks read it stripped of
         whitespace (`_reads_stripped`) is marked after the constraints beside it are merged
         in (`Field(min_length=...)` after an `AfterValidator` is). A field is written within
-        its name (`_in_field`), its `json_schema_extra` too, which pydantic applies here."""
+        its name (`_in_field`), its `json_schema_extra` too, which pydantic applies here.
+
+        A node whose own code may write over what pydantic declares of it (`may_override`)
+        is judged against what its validation reads (`_judge_declared`), and a model's,
+        dataclass's or TypedDict's `required` against the fields it requires
+        (`_judge_required`)."""
         kind = schema.get("type") if isinstance(schema, dict) else None
         name = (
             schema.get("name")
@@ -360,15 +392,138 @@ class _StableDefaults(GenerateJsonSchema):
             if kind in ("model-field", "typed-dict-field")
             else None
         )
+        validating = self.mode == "validation"
+        metadata = schema.get("metadata") if validating and kind is not None else None
+        watched = bool(metadata and may_override(metadata))
         try:
             with self._in_field(name) if kind in _FIELDS else contextlib.nullcontext():
-                json_schema = super().generate_inner(schema)
+                if not watched:
+                    json_schema = super().generate_inner(schema)
+                else:
+                    with self._watched(schema):
+                        json_schema = super().generate_inner(schema)
+                        self._judge_declared(schema, json_schema, self._bases.get(id(schema)))
         except PydanticOmit:
             self._note_skipped(schema)
             raise
-        if self.mode == "validation" and "$ref" not in json_schema and self._reads_stripped(schema):
+        if validating and "$ref" not in json_schema and self._reads_stripped(schema):
             _mark_stripped(json_schema)
+        if validating and kind in _CLASSES:
+            self._judge_required(schema, json_schema)
         return json_schema
+
+    @contextlib.contextmanager
+    def _watched(self, schema: dict[str, Any]) -> Iterator[None]:
+        """`schema` is written within, pydantic's own writer of its kind noting what it
+        declares (`_bases`), so what the node's own code writes over it is told apart. Only
+        watched nodes pay for it: the writer is swapped back after."""
+        methods = cast(dict[Any, Callable[[Any], JsonSchemaValue]], self._schema_type_to_method)
+        kind = schema.get("type")
+        own = methods.get(kind)
+        if own is None:  # pydantic's to refuse
+            yield
+            return
+
+        def noting(node: Any) -> JsonSchemaValue:
+            json_schema = own(node)
+            if node is schema:
+                self._bases[id(schema)] = self._declared(json_schema)
+            return json_schema
+
+        methods[kind] = noting
+        try:
+            yield
+        finally:
+            methods[kind] = own
+            self._bases.pop(id(schema), None)
+
+    def _declared(self, json_schema: JsonSchemaValue) -> dict[str, Any]:
+        """What `json_schema` declares of the values it allows (`DECLARING`), through a
+        `$ref` beside nothing it declares itself (a model's place)."""
+        found = {key: json_schema[key] for key in DECLARING if key in json_schema}
+        ref = json_schema.get("$ref")
+        if found or not isinstance(ref, str):
+            return found
+        try:
+            target = self.get_schema_from_definitions(JsonRef(ref))
+        except (KeyError, PydanticUserError):  # pydantic's own to say, as it writes the schema
+            return found
+        if not isinstance(target, dict):
+            return found
+        return {key: target[key] for key in DECLARING if key in target}
+
+    def _judge_declared(
+        self, schema: dict[str, Any], json_schema: JsonSchemaValue, base: dict[str, Any] | None
+    ) -> None:
+        """Notes `schema` (`_overridden`) where its own code (`WithJsonSchema`,
+        `json_schema_extra`, a `__get_pydantic_json_schema__`) changed what pydantic declares
+        of it (`base`) into values its validation, reading strictly from JSON, never reads
+        (`unread_declared`): `{"type": "string"}` over an `int`. Asked of a copy that runs
+        none of the caller's code (`_json_reader`): a validator of the caller's there reads
+        any value, so a `PlainValidator` reading the override's text is not refused. Without
+        a `base`, pydantic's schema was not written: the node's own code wrote it whole."""
+        if id(schema) in self._judged:  # a model's, met again: its `$ref`
+            return
+        self._judged.add(id(schema))
+        declared = self._declared(json_schema)
+        if not declared or declared == (base or {}):
+            return
+        value = schema["schema"] if schema.get("type") in _FIELDS else schema
+        config = self._configs[-1] if self._configs else None
+        reader = _json_reader(value, config, self._core_definitions, self._copied)
+        unread = unread_declared(declared, reader)
+        if unread is not None:
+            place = self._fields[-1] if self._fields else None
+            label = _read_label(value, self._core_definitions)
+            refusal = _DeclaredUnread(place, declared, label, *unread)
+            self._overridden[id(schema)] = (schema, refusal)
+
+    def _judge_required(self, schema: dict[str, Any], json_schema: JsonSchemaValue) -> None:
+        """Notes a model, dataclass or TypedDict (`_overridden`, by its fields' node) whose
+        own code (a `json_schema_extra`, a `__get_pydantic_json_schema__`) left out of
+        `required` a field its validation requires: an answer may leave it out, and then
+        fails, where the dialect keeps `required` as given. Looked at only where the class
+        has such code of its own."""
+        cls = schema.get("cls")
+        config = getattr(cls, "model_config", None) or getattr(cls, "__pydantic_config__", None)
+        extra = config.get("json_schema_extra") if isinstance(config, dict) else None
+        metadata = schema.get("metadata")
+        if extra is None and not (metadata and may_override(metadata)):
+            return
+        fields_node = schema if schema.get("type") == "typed-dict" else schema.get("schema")
+        while isinstance(fields_node, dict) and fields_node.get("type") == "function-after":
+            fields_node = fields_node.get("schema")
+        if not isinstance(fields_node, dict):
+            return
+        fields = fields_node.get("fields")
+        if fields_node.get("type") in ("model-fields", "typed-dict") and isinstance(fields, dict):
+            named = list(fields.items())
+        elif fields_node.get("type") == "dataclass-args" and isinstance(fields, list):
+            named = [(str(each.get("name", "?")), each) for each in fields]
+        else:
+            return  # read by a validator of the caller's first, or a root model
+        written = json_schema
+        ref = json_schema.get("$ref")
+        if isinstance(ref, str) and "properties" not in json_schema:
+            with contextlib.suppress(KeyError, PydanticUserError):
+                written = self.get_schema_from_definitions(JsonRef(ref)) or json_schema
+        listed = written.get("required")
+        required = (
+            {name for name in listed if isinstance(name, str)}
+            if isinstance(listed, list)
+            else set()
+        )
+        total = bool(fields_node.get("total", True))
+        for name, each in named:
+            if self._left_out.get(id(each)) is each or not each.get("init", True):
+                continue  # said as `_SkippedRequired`, or never read
+            if self.field_is_required(each, total) and (
+                self._get_alias_name(each, name) not in required
+            ):
+                owner = getattr(cls, "__name__", None)
+                refusal = _RequiredLeftOut(f"{owner}.{name}" if isinstance(owner, str) else name)
+                self._overridden[id(fields_node)] = (fields_node, refusal)
+                return
 
     def _note_skipped(self, schema: Any) -> None:
         """Notes a core schema left out of the JSON Schema, and a required field among them
@@ -401,7 +556,7 @@ class _StableDefaults(GenerateJsonSchema):
         self,
         root: core_schema.CoreSchema,
         noted: dict[int, tuple[Any, V]],
-        narrowed: Callable[[V, Callable[[str], bool]], V | None] | None = None,
+        narrowed: Callable[[V, JsonReader], V | None] | None = None,
     ) -> V | None:
         """What is noted of the first of `noted`'s core schemas an answer reaches validation
         through, from the root: not beneath a schema left out (a skipped field holding the
@@ -416,7 +571,7 @@ class _StableDefaults(GenerateJsonSchema):
         definitions: dict[str, Any] = dict(self._core_definitions)
         followed: set[tuple[str, int]] = set()
         walked: set[tuple[int, int]] = set()
-        readers: dict[tuple[int, int], Callable[[str], bool]] = {}
+        readers: dict[tuple[int, int], JsonReader] = {}
         copied: dict[str, tuple[Any, list[str]]] = {}  # definitions copied by `_json_reader`
         # A schema with a ref may be inlined at each place (an enum): pydantic writes the
         # first met, and every copy of it is the same schema.
@@ -494,16 +649,16 @@ class _StableDefaults(GenerateJsonSchema):
         return None
 
     def model_schema(self, schema: core_schema.ModelSchema) -> JsonSchemaValue:
-        with self._owned_by(schema.get("cls")):
+        with self._owned_by(schema):
             return super().model_schema(schema)
 
     def dataclass_schema(self, schema: core_schema.DataclassSchema) -> JsonSchemaValue:
-        with self._owned_by(schema.get("cls")):
+        with self._owned_by(schema):
             return super().dataclass_schema(schema)
 
     def typed_dict_schema(self, schema: core_schema.TypedDictSchema) -> JsonSchemaValue:
         self._field_names.update((id(field), name) for name, field in schema["fields"].items())
-        with self._owned_by(schema.get("cls")):
+        with self._owned_by(schema):
             return super().typed_dict_schema(schema)
 
     def model_fields_schema(self, schema: core_schema.ModelFieldsSchema) -> JsonSchemaValue:
@@ -511,14 +666,19 @@ class _StableDefaults(GenerateJsonSchema):
         return super().model_fields_schema(schema)
 
     @contextlib.contextmanager
-    def _owned_by(self, cls: Any) -> Iterator[None]:
-        """`cls`'s fields are written within: a message names a field by its owner."""
-        name = getattr(cls, "__name__", None)
+    def _owned_by(self, schema: Any) -> Iterator[None]:
+        """The fields of the class of `schema` (a model's, a dataclass's, a TypedDict's core
+        schema) are written within: a message names a field by its owner, and a field is
+        read under its owner's configuration (`_judge_declared`)."""
+        name = getattr(schema.get("cls"), "__name__", None)
+        config = schema.get("config")
         self._owners.append(name if isinstance(name, str) else None)
+        self._configs.append(config if isinstance(config, dict) else None)
         try:
             yield
         finally:
             self._owners.pop()
+            self._configs.pop()
 
     def _reads_stripped(self, schema: Any) -> bool:
         """Whether `schema` is a `str` (or after-validators over one) that strips whitespace
@@ -554,10 +714,12 @@ class _StableDefaults(GenerateJsonSchema):
         (`_TagsRequired`). A type left out whole (`SkipJsonSchema[int]`) is refused
         (`_NothingShown`), as is an enum an answer reaches none of whose values validation
         reads back (`enum_schema`), a `Literal` an answer reaches with a value validation
-        does not read back (`literal_schema`), and a required field left out that an answer
-        must hold (`_shown_skipped`). An error the caller's own code raises as the schema is
-        written (a `json_schema_extra` callable, a `__get_pydantic_json_schema__`) is a
-        `_CodeFailed` naming it and the field it was in, not a traceback out of pydantic."""
+        does not read back (`literal_schema`), a required field left out that an answer
+        must hold (`_shown_skipped`), and a schema the type's own code wrote that no answer
+        validates against (`_judge_declared`, `_judge_required`). An error the caller's own
+        code raises as the schema is written (a `json_schema_extra` callable, a
+        `__get_pydantic_json_schema__`) is a `_CodeFailed` naming it and the field it was in,
+        not a traceback out of pydantic."""
         self._root, self._tagged_refs = schema, None
         try:
             json_schema = super().generate(schema, mode)
@@ -588,6 +750,10 @@ class _StableDefaults(GenerateJsonSchema):
             skipped = self._shown_skipped(schema)
             if skipped is not None:
                 raise _SkippedRequired(skipped)
+        if self._overridden:
+            overridden = self._first_reached(schema, self._overridden, _narrowed)
+            if overridden is not None:
+                raise overridden
         return _TagsRequired(json_schema).run() if self._tagged else json_schema
 
     def union_schema(self, schema: core_schema.UnionSchema) -> JsonSchemaValue:
@@ -1022,6 +1188,8 @@ _INLINE_FLAGS = (
 (`re.UNICODE` is a text pattern's own; `re.DEBUG` matches as without it)."""
 _FIELDS = frozenset({"model-field", "dataclass-field", "typed-dict-field"})
 """The core schemas of a field of a model, a dataclass or a TypedDict."""
+_CLASSES = frozenset({"model", "dataclass", "typed-dict"})
+"""The core schemas of a model, a dataclass or a TypedDict, whose `required` is judged."""
 _SEE_THROUGH = frozenset({"nullable", "default", "function-after", "custom-error"})
 _READ_BY_CODE = frozenset({"function-before", "function-wrap"})
 _UNIONS = frozenset({"union", "nullable", "tagged-union"})
@@ -1159,6 +1327,86 @@ class _SkippedRequired(TypeError):
             "`SkipJsonSchema`), so no answer would validate; give it a default, or let the "
             "schema show it"
         )
+
+
+class _DeclaredUnread(TypeError):
+    """A schema the type's own code wrote (`WithJsonSchema`, `json_schema_extra`, a
+    `__get_pydantic_json_schema__`) allowing only values its validation refuses from JSON
+    (`_judge_declared`): every answer fails, every retry too."""
+
+    def __init__(
+        self,
+        place: str | None,
+        declared: dict[str, Any],
+        reads: str,
+        texts: tuple[str, ...],
+        exact: bool,
+    ) -> None:
+        self.texts, self.exact = texts, exact
+        shown = _cut(", ".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in declared.items()))
+        where = f"the field `{place}`" if place is not None else "the type"
+        named = declared.get("type")
+        several = isinstance(named, list) and len(named) > 1
+        none = (
+            "none of those values"
+            if exact
+            else f"no JSON value of {'those types' if several else 'that type'}"
+        )
+        super().__init__(
+            f"{where} declares `{shown}` in its JSON Schema (its own `WithJsonSchema`, "
+            f"`json_schema_extra` or `__get_pydantic_json_schema__`), but validation reads "
+            f"`{reads}` there, from {none}, so no answer would validate; drop the override, "
+            "or read the value in a validator of the field (a `PlainValidator`, or one with "
+            "`mode='before'`)"
+        )
+
+    def narrowed(self, reads: JsonReader) -> _DeclaredUnread | None:
+        """This refusal, unless the union it is a choice of reads what it declares."""
+        return self if refused(self.texts, self.exact, reads) else None
+
+
+class _RequiredLeftOut(TypeError):
+    """A required field the schema the type's own code wrote leaves out of `required` (a
+    `json_schema_extra`, a `__get_pydantic_json_schema__`): an answer may leave it out."""
+
+    def __init__(self, field_name: str) -> None:
+        super().__init__(
+            f"the field `{field_name}` is required, but its JSON Schema leaves it out of "
+            "`required` (its own `json_schema_extra` or `__get_pydantic_json_schema__`), so an "
+            "answer may leave it out, which validation refuses; give it a default, or keep it "
+            "in `required`"
+        )
+
+    def narrowed(self, reads: JsonReader) -> _RequiredLeftOut:
+        """This refusal, whatever union the class is a choice of."""
+        return self
+
+
+def _narrowed(
+    refusal: _DeclaredUnread | _RequiredLeftOut, reads: JsonReader
+) -> _DeclaredUnread | _RequiredLeftOut | None:
+    """`refusal` where the union it is reached within reads an answer first (`_first_reached`)."""
+    return refusal.narrowed(reads)
+
+
+def _read_label(node: Any, definitions: dict[str, Any]) -> str:
+    """How a message names what a core schema reads (`bool`, `int | None`, `Item`), through
+    what reads the very value it reads (a default, a validator after it, a reference)."""
+    for _ in range(_LABEL_DEPTH):
+        kind = node.get("type")
+        if kind in _FIELDS or kind in ("default", "function-after", "custom-error"):
+            node = node["schema"]
+        elif kind == "definition-ref" and node.get("schema_ref") in definitions:
+            node = definitions[node["schema_ref"]]
+        elif kind == "lax-or-strict":
+            node = node["strict_schema"]
+        elif kind == "json-or-python":
+            node = node["json_schema"]
+        elif kind == "nullable":
+            return f"{_read_label(node['schema'], definitions)} | None"
+        else:
+            break
+    return _key_label(node)
 
 
 class _CodeFailed(TypeError):
@@ -1611,7 +1859,7 @@ def _json_reader(
     config: dict[str, Any] | None,
     definitions: dict[str, Any],
     copied: dict[str, tuple[Any, list[str]]],
-) -> Callable[[str], bool]:
+) -> JsonReader:
     """Whether validation of the core schema `schema` (a union's, read under `config`, its
     references among `definitions`) reads a JSON text, strictly, as an answer is read: its
     other choices may read a value one choice refuses. It is built from a copy that runs
@@ -1642,16 +1890,8 @@ def _json_reader(
             inner, cast(core_schema.CoreConfig | None, config), _use_prebuilt=False
         )
     except Exception:  # not to be told: the refusal stands
-        return lambda text: False
-
-    def reads(text: str) -> bool:
-        try:
-            validator.validate_json(text, strict=True)
-        except Exception:  # refused, or failed otherwise (an enum's `_missing_`)
-            return False
-        return True
-
-    return reads
+        return JsonReader(None)
+    return JsonReader(validator)
 
 
 _FUNCTIONS = frozenset({"function-after", "function-before", "function-wrap", "function-plain"})
@@ -1931,7 +2171,15 @@ def _mixin(cls: type[enum.Enum]) -> str | None:
     return None
 
 
-_REFUSALS = (_KeysUnread, _EnumUnread, _LiteralUnread, _SkippedRequired, _NothingShown)
+_REFUSALS = (
+    _KeysUnread,
+    _EnumUnread,
+    _LiteralUnread,
+    _SkippedRequired,
+    _NothingShown,
+    _DeclaredUnread,
+    _RequiredLeftOut,
+)
 """Why a type's schema, as written, is refused: each said as `cannot extract ...: <it>`."""
 
 
