@@ -341,9 +341,8 @@ class BatchSummary:
     would meet it: the provider refused the run's key or account (`authentication`,
     `permission`, `quota_exceeded`), asked to wait longer than a run waits, 15 minutes
     (`rate_limited`, `overloaded`...), could not be reached in as many tries as an input
-    gets (`network`), answered "overloaded" or timed out at every try while it served no
-    other call (`overloaded`, `timeout`), or has no such endpoint or model for a run of one
-    request (`not_found`); or refused, for good, to make a provider batch job (the refusal's kind:
+    gets (`network`), or has no such endpoint or model for a run of one request
+    (`not_found`); or refused, for good, to make a provider batch job (the refusal's kind:
     `invalid_request`, `not_found`, `unsupported`...), which fails that job's inputs, since
     nothing in it tells a fault of the job's requests from one every job would meet."""
     in_jobs: int = 0
@@ -2779,12 +2778,27 @@ class _Runner:
             unanswered = self.answered_at < tries.sent
             stops = _stops(outcome, tries.tried, self.spec.template is not None, unanswered)
             outage = stops is not None and isinstance(outcome, NetworkError)
-            if stops is None and unanswered and tries.tried >= _OUTAGE_TRIES:
-                stops = _not_served(outcome, tries.tried, self.spec.template is not None)
+            chain = errors_in_chain(outcome)
+            overloaded = next((e for e in chain if isinstance(e, OverloadedError)), None)
+            if (
+                stops is None
+                and unanswered
+                and tries.tried >= _OUTAGE_TRIES
+                and overloaded is not None
+                and all(
+                    isinstance(link, OverloadedError)
+                    or _every_input(link, self.spec.template is not None, unanswered)
+                    for link in chain
+                )
+            ):
                 # An outage, not the input's failure: every call met it meanwhile (a
-                # failover's every provider, overloaded, timed out or out of reach). The run
-                # stops, its inputs pending for the next run, rather than fail each in turn.
-                outage = stops is not None
+                # failover's every provider, overloaded or out of reach). The run stops, its
+                # inputs pending for the next run, rather than fail each in turn.
+                outage = True
+                stops = (
+                    f"the provider answered that it is overloaded to {_tries(tries.tried)}, and "
+                    f"served no other call meanwhile: {_failure(overloaded).message}"
+                )
             if outage and self.suspect in (None, key):
                 # One input alone: an outage, or its own trouble (a connection that breaks
                 # on it alone). The run goes on and tells them apart (`_judged`).
@@ -3232,39 +3246,9 @@ def _every_input(link: Error, one_request: bool, unanswered: bool) -> bool:
 
 
 _OUTAGE_TRIES = 3
-"""The tries an input answered "overloaded", or timed out, at every one of them, while
-nothing else was served, takes for an outage that stops the run: fewer may be a moment's
-(`max_attempts` of 1 or 2 leaves each such input its own failure)."""
-
-
-def _not_served(error: Error, tried: int, one_request: bool) -> str | None:
-    """Why an input's last error stops the run as an outage, once it was tried
-    `_OUTAGE_TRIES` times at least and the provider served no other call meanwhile: it
-    answered "overloaded", or the call timed out (an endpoint that takes requests and
-    answers none, a `deadline=` too short for any document), from a failover's every
-    provider, those out of reach aside; `None` for an error that may be the input's own.
-    Its inputs stay pending, so a run again, the provider back or given longer, sends them."""
-    chain = errors_in_chain(error)
-    if not all(
-        isinstance(link, OverloadedError | RequestTimeoutError)
-        or _every_input(link, one_request, unanswered=True)
-        for link in chain
-    ):
-        return None
-    overloaded = next((link for link in chain if isinstance(link, OverloadedError)), None)
-    if overloaded is not None:
-        return (
-            f"the provider answered that it is overloaded to {_tries(tried)}, and served no "
-            f"other call meanwhile: {_failure(overloaded).message}"
-        )
-    timed_out = next((link for link in chain if isinstance(link, RequestTimeoutError)), None)
-    if timed_out is not None:
-        return (
-            f"the provider's calls timed out to {_tries(tried)}, and it served no other call "
-            "meanwhile (a run again with a longer `deadline=` or `timeout=` sends them): "
-            f"{_failure(timed_out).message}"
-        )
-    return None
+"""The tries an input answered "overloaded" at every one of them, while nothing else was
+served, takes for an outage that stops the run: fewer may be a moment's (`max_attempts`
+of 1 or 2 leaves each such input its own failure)."""
 
 
 @dataclass(frozen=True, slots=True)
