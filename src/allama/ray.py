@@ -823,8 +823,9 @@ def extract_dataset(
     modules they come from must be importable on the workers.
 
     Lazy, like every Ray Data transform: nothing runs until the result is consumed, and
-    each consumption runs it again (`schema()`, `count()`, `show()` then `write_parquet()`
-    send, and pay for, every row each time): `materialize()` the result to read it twice.
+    each consumption runs it again (`count()` then `write_parquet()` send, and pay for,
+    every row twice; `schema()`, `take()` or `show()` pay for the blocks they start, more
+    rows than they read): `materialize()` the result to read it twice.
     """
     _check_settings(provider, provider_options, text_column, request, model, row_concurrency)
     _check_template_settings(
