@@ -7,7 +7,12 @@ filtered value. A verdict that filtered nothing changes nothing.
 A prompt the filter blocked is answered 400: the request's fault, never run nor billed,
 which says what the filter flagged in the words a filtered answer uses. Verdicts on an
 answer let through (and on its prompt) that detected something are kept in
-`provider_data`; those that found everything safe, on every answer, are not.
+`provider_data`; those that found everything safe, on every answer, are not. A filter that
+did not run gives its error in place of the verdicts: kept where they would be, with a
+warning, whole and streamed (once, where a stream sends it on every chunk).
+
+On Your Data (`data_sources` through the body option) answers with `message.context`, the
+citations its `[doc1]` markers point to: kept in `provider_data`, whole and streamed.
 """
 
 from __future__ import annotations
@@ -26,7 +31,14 @@ from allama.adapters.openai_compat import decode_stream
 from allama.adapters.openai_compat._errors import CONTENT_FILTER_KEY, error_from_payload
 from allama.errors import InvalidRequestError, StreamDecodeError
 from allama.stream import StreamCollector
-from allama.types import DECLINE_EXPLANATION_KEY, Finish, ProviderDataEvent, TextDelta
+from allama.types import (
+    DECLINE_EXPLANATION_KEY,
+    Finish,
+    ProviderDataEvent,
+    RequestField,
+    TextDelta,
+    Warning,
+)
 
 ENDPOINT = "https://r.openai.azure.com"
 
@@ -329,3 +341,190 @@ def test_verdicts_that_found_everything_safe_are_not_kept() -> None:
     )
     made, _ = provider("azure-openai", (200, body), endpoint=ENDPOINT)
     assert made.chat(ChatRequest("dep").user("hi")).provider_data == {}
+
+
+def test_prompt_verdicts_that_detected_something_are_kept_from_a_stream_as_from_a_body() -> None:
+    first = {"id": "", "object": "", "created": 0, "model": "", "choices": []}
+    body = _sse(
+        {**first, "prompt_filter_results": DETECTED_PROMPT}, _chunk("ok"), _chunk(None, "stop")
+    )
+    response = _collected(body)
+    assert response.text() == "ok"
+    assert response.provider_data == {"azure-openai": {"prompt_filter_results": DETECTED_PROMPT}}
+
+
+# A content filter that did not run: its error in place of the verdicts, on a 200 answer
+
+NOT_RUN = {"error": {"code": "content_filter_error", "message": "The contents are not filtered"}}
+NOT_RUN_PROMPT = [{"prompt_index": 0, "content_filter_results": NOT_RUN}]
+NOT_RUN_ANSWER = (
+    "Azure's content filter did not run on the completion: nothing in it was filtered or "
+    "annotated (the filter's error is kept in `provider_data`, under `content_filter_results`)"
+)
+NOT_RUN_ON_PROMPT = (
+    "Azure's content filter did not run on the prompt: nothing in it was filtered or "
+    "annotated (the filter's error is kept in `provider_data`, under `prompt_filter_results`)"
+)
+
+
+def _unchecked_stream(spelling: str) -> bytes:
+    """A stream the filter ran on neither the prompt nor the answer of, its error on every
+    chunk: under `content_filter_result` beside an empty `content_filter_results`, as an
+    Azure stream was recorded sending it, or under `content_filter_results` alone."""
+    verdicts = (
+        {"content_filter_result": NOT_RUN, "content_filter_results": {}}
+        if spelling == "content_filter_result"
+        else {"content_filter_results": NOT_RUN}
+    )
+    first = {"id": "", "object": "", "created": 0, "model": "", "choices": []}
+    chunks = [_chunk(""), _chunk("generated "), _chunk("text"), _chunk(None, "stop")]
+    for chunk in chunks:
+        chunk["choices"][0].update(verdicts)
+    return _sse({**first, "prompt_filter_results": NOT_RUN_PROMPT}, *chunks, USAGE)
+
+
+def _read(
+    made: Any, *, stream: bool, run_async: bool = False, request: ChatRequest | None = None
+) -> allama.ChatResponse:
+    """The response of a call: whole or streamed, sync or async."""
+    request = request or ChatRequest("dep").user("hi")
+
+    async def run() -> allama.ChatResponse:
+        if not stream:
+            return await made.achat(request)
+        opened = await made.achat_stream(request)
+        async with opened:
+            async for _ in opened:
+                pass
+        return await opened.response()
+
+    if run_async:
+        return asyncio.run(run())
+    if not stream:
+        return made.chat(request)
+    with made.chat_stream(request) as opened:
+        for _ in opened:
+            pass
+        return opened.response()
+
+
+@pytest.mark.parametrize("spelling", ["content_filter_results", "content_filter_result"])
+@pytest.mark.parametrize("run_async", [False, True], ids=["sync", "async"])
+def test_an_answer_the_content_filter_did_not_run_on_keeps_its_error_and_says_so(
+    spelling: str, run_async: bool
+) -> None:
+    body = _answer(prompt_filter_results=NOT_RUN_PROMPT, choice={spelling: NOT_RUN})
+    made, _ = provider("azure-openai", (200, body), endpoint=ENDPOINT)
+    response = _read(made, stream=False, run_async=run_async)
+    assert (response.text(), response.finish_reason) == ("ok", "stop")
+    assert response.provider_data == {
+        "azure-openai": {
+            "content_filter_results": NOT_RUN,
+            "prompt_filter_results": NOT_RUN_PROMPT,
+        }
+    }
+    assert list(response.warnings) == [
+        Warning.unsupported(RequestField.OPTIONS, NOT_RUN_ANSWER).with_provider("azure-openai"),
+        Warning.unsupported(RequestField.OPTIONS, NOT_RUN_ON_PROMPT).with_provider("azure-openai"),
+    ]
+
+
+@pytest.mark.parametrize("spelling", ["content_filter_results", "content_filter_result"])
+@pytest.mark.parametrize("run_async", [False, True], ids=["sync", "async"])
+def test_a_stream_the_content_filter_did_not_run_on_keeps_its_error_and_says_so_once(
+    spelling: str, run_async: bool
+) -> None:
+    made, _ = provider("azure-openai", (200, _unchecked_stream(spelling)), endpoint=ENDPOINT)
+    response = _read(made, stream=True, run_async=run_async)
+    assert (response.text(), response.finish_reason) == ("generated text", "stop")
+    assert response.provider_data == {
+        "azure-openai": {
+            "content_filter_results": NOT_RUN,
+            "prompt_filter_results": NOT_RUN_PROMPT,
+        }
+    }
+    assert [w.message for w in response.warnings] == [NOT_RUN_ON_PROMPT, NOT_RUN_ANSWER]
+    events = decode_stream(_unchecked_stream(spelling), provider="azure-openai")
+    assert [type(e).__name__ for e in events if not isinstance(e, TextDelta)] == [
+        "ResponseStart",
+        "WarningEvent",  # the prompt's
+        "ProviderDataEvent",
+        "ResponseStart",  # (the answer's id, which the prompt's chunk had not)
+        "WarningEvent",  # the answer's, once, whatever number of chunks say it
+        "ProviderDataEvent",
+        "BlockStart",
+        "BlockStop",
+        "Finish",
+        "UsageEvent",
+    ]
+
+
+def test_a_prompt_alone_the_content_filter_did_not_run_on_is_said_alone() -> None:
+    body = _answer(prompt_filter_results=NOT_RUN_PROMPT, choice={"content_filter_results": SAFE})
+    made, _ = provider("azure-openai", (200, body), endpoint=ENDPOINT)
+    response = made.chat(ChatRequest("dep").user("hi"))
+    assert response.provider_data == {"azure-openai": {"prompt_filter_results": NOT_RUN_PROMPT}}
+    assert [w.message for w in response.warnings] == [NOT_RUN_ON_PROMPT]
+
+
+# Azure OpenAI On Your Data: the citations the answer's [doc1] markers point to
+
+CONTEXT = {
+    "citations": [
+        {
+            "content": "Ada Lovelace wrote the first program in 1843.",
+            "title": "Ada",
+            "url": None,
+            "filepath": "ada.pdf",
+            "chunk_id": "0",
+        }
+    ],
+    "intent": '["who wrote the first program"]',
+}
+DATA_SOURCES = [
+    {
+        "type": "azure_search",
+        "parameters": {"endpoint": "https://s.search.windows.net", "index_name": "idx"},
+    }
+]
+ON_YOUR_DATA = (
+    ChatRequest("dep")
+    .user("who?")
+    .with_option_json("openai_compat", {"data_sources": DATA_SOURCES})
+)
+
+
+def _grounded_stream() -> bytes:
+    """On Your Data's stream: the context whole on the first delta, beside the role."""
+    first = _chunk(None)
+    first["choices"][0]["delta"] = {"role": "assistant", "context": CONTEXT}
+    first["choices"][0]["end_turn"] = False
+    return _sse(first, _chunk("Ada Lovelace [doc1]."), _chunk(None, "stop"))
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_on_your_datas_context_is_kept_whole_and_streamed(stream: bool) -> None:
+    grounded = _answer(choice={"end_turn": True})
+    grounded["choices"][0]["message"] = {
+        "role": "assistant",
+        "content": "Ada Lovelace [doc1].",
+        "context": CONTEXT,
+    }
+    made, recorder = provider(
+        "azure-openai", (200, _grounded_stream() if stream else grounded), endpoint=ENDPOINT
+    )
+    response = _read(made, stream=stream, request=ON_YOUR_DATA)
+    assert recorder.bodies[0]["data_sources"] == DATA_SOURCES
+    assert response.text() == "Ada Lovelace [doc1]."
+    assert response.provider_data == {"azure-openai": {"context": CONTEXT}}
+
+
+def test_a_context_streamed_in_pieces_is_merged() -> None:
+    first, second = _chunk(None), _chunk(None)
+    first["choices"][0]["delta"] = {"role": "assistant", "context": {"intent": "x"}}
+    second["choices"][0]["delta"] = {"context": {"citations": CONTEXT["citations"]}}
+    body = _sse(first, second, _chunk("Ada [doc1]."), _chunk(None, "stop"))
+    response = _collected(body)
+    assert response.provider_data == {
+        "azure-openai": {"context": {"intent": "x", "citations": CONTEXT["citations"]}}
+    }

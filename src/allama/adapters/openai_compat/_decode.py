@@ -28,8 +28,11 @@ tokens (`prompt_tokens_details.audio_tokens`, `completion_tokens_details.audio_t
 OpenAI's audio models, billed at audio prices) under `AUDIO_TOKENS_KEY`, by genai-prices'
 names (`input_audio_tokens`, `output_audio_tokens`), each a part of the count `Usage` has for
 its direction; Azure's content-filter verdicts on an answer it let through, and on its
-prompt, where one notes something (`CONTENT_FILTER_RESULTS_KEY`,
-`PROMPT_FILTER_RESULTS_KEY`); Groq's compound systems' `message.executed_tools` (the
+prompt, where one notes something or is the filter's error, where it did not run
+(`CONTENT_FILTER_RESULTS_KEY`, `PROMPT_FILTER_RESULTS_KEY`: with a warning,
+`filter_not_run`, since nothing was checked); Azure OpenAI On Your Data's
+`message.context` (the citations the answer's `[doc1]` markers point to) under
+`CONTEXT_KEY`; Groq's compound systems' `message.executed_tools` (the
 searches and code runs the server made, with their results) under `EXECUTED_TOOLS_KEY`, and
 the `usage_breakdown` beside the usage (each model's tokens) under `USAGE_BREAKDOWN_KEY`;
 the parts of a `content` list that no text was read from (`message_parts`: a part's string
@@ -59,7 +62,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, Literal, NamedTuple, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -116,6 +119,7 @@ __all__ = [
     "AUDIO_TOKENS_KEY",
     "CONTENT_FILTER_RESULTS_KEY",
     "CONTENT_PARTS_KEY",
+    "CONTEXT_KEY",
     "EXECUTED_TOOLS_KEY",
     "INTERRUPTED",
     "LONE_SURROGATES",
@@ -128,6 +132,7 @@ __all__ = [
     "USAGE_COST_KEY",
     "audio_tokens_of",
     "choice_error",
+    "filter_not_run",
     "finish_error",
     "message_parts",
     "filter_explanation",
@@ -138,7 +143,9 @@ __all__ = [
     "kept_object",
     "leading_think",
     "other_choice",
+    "prompt_verdicts",
     "reasoning_text",
+    "unchecked_verdicts",
     "unread_choices",
     "unread_parts",
     "usage_breakdown",
@@ -156,11 +163,23 @@ CONTENT_FILTER_RESULTS_KEY = "content_filter_results"
 """Azure's content-filter verdicts on an answer it did not filter, verbatim (a dict by
 category), kept where one notes something: a category `detected` (protected material, with
 its citation where Azure gives one) or `filtered` without the finish saying so. A filtered
-answer says what the filter flagged under `DECLINE_EXPLANATION_KEY` instead."""
+answer says what the filter flagged under `DECLINE_EXPLANATION_KEY` instead. Where the
+filter did not run, the error Azure gives in their place (`{"error": {"code":
+"content_filter_error", "message": "The contents are not filtered"}}`), with a warning
+(`filter_not_run`): a stream keeps the first it sends (Azure may send it on every chunk)."""
 
 PROMPT_FILTER_RESULTS_KEY = "prompt_filter_results"
 """Azure's content-filter verdicts on the prompt, verbatim (a list by `prompt_index`), kept
-where one notes something (a jailbreak attempt `detected` and let through)."""
+where one notes something (a jailbreak attempt `detected` and let through) or is the
+filter's error, where it did not run on the prompt (with a warning, `filter_not_run`)."""
+
+CONTEXT_KEY = "context"
+"""Azure OpenAI On Your Data's `message.context` (`data_sources` given through the body
+option), verbatim: `{"citations": [{"content", "title", "url", "filepath", "chunk_id"}],
+"intent", ...}`, the retrieved documents the answer's `[doc1]` markers cite, and the search
+intent. A stream gives it whole on its first delta (`delta.context`), kept as given; should
+later deltas carry more of it, their fields are merged in, one given again taking the place
+of the one before."""
 
 EXECUTED_TOOLS_KEY = "executed_tools"
 """Groq's compound systems' `message.executed_tools`, verbatim: a list, in order, of the
@@ -551,6 +570,53 @@ def _blocks(
     return blocks, unread
 
 
+def _not_run(verdicts: Any) -> bool:
+    """Whether Azure's content-filter verdicts are the error it gives in their place where
+    the filter did not run (`{"error": {"code": "content_filter_error", ...}}`)."""
+    return isinstance(verdicts, dict) and bool(verdicts.get("error"))
+
+
+def unchecked_verdicts(extra: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The verdicts of a choice (its extra fields) that are the content filter's error,
+    where it did not run on the answer, verbatim; `None` where it ran. Under
+    `content_filter_results`, or `content_filter_result` as Azure's documentation of the
+    case spells it and as some of its streams send it (beside an empty
+    `content_filter_results`, on every chunk)."""
+    for name in ("content_filter_results", "content_filter_result"):
+        verdicts = extra.get(name)
+        if isinstance(verdicts, dict) and _not_run(verdicts):
+            return verdicts
+    return None
+
+
+def prompt_verdicts(extra: Mapping[str, Any]) -> tuple[list[Any] | None, bool]:
+    """The `prompt_filter_results` among a body's (or a chunk's) extra fields, where an
+    entry's verdicts note something or are the filter's error (`PROMPT_FILTER_RESULTS_KEY`),
+    else `None`; and whether the filter did not run on the prompt."""
+    value = extra.get("prompt_filter_results")
+    if not isinstance(value, list):
+        return None, False
+    noted = not_run = False
+    for entry in value:
+        if isinstance(entry, dict):
+            noted = noted or _noted(entry.get("content_filter_results"))
+            not_run = not_run or unchecked_verdicts(entry) is not None
+    return (value if noted or not_run else None), not_run
+
+
+def filter_not_run(what: Literal["completion", "prompt"], provider: str | None) -> Warning:
+    """The warning on an answer whose completion (or prompt) Azure's content filter did not
+    run on: its verdicts are an error, so nothing was checked, which the answer alone would
+    not say (its finish is a plain `stop`)."""
+    key = CONTENT_FILTER_RESULTS_KEY if what == "completion" else PROMPT_FILTER_RESULTS_KEY
+    warning = Warning.unsupported(
+        RequestField.OPTIONS,
+        f"Azure's content filter did not run on the {what}: nothing in it was filtered or "
+        f"annotated (the filter's error is kept in `provider_data`, under `{key}`)",
+    )
+    return warning if provider is None else warning.with_provider(provider)
+
+
 def _noted(verdicts: Any) -> bool:
     """Whether Azure's content-filter verdicts note anything: a category it `detected`
     (a jailbreak attempt, protected material, in a mode that annotates rather than
@@ -785,14 +851,18 @@ def decode_body(
             kept[DECLINE_EXPLANATION_KEY] = explanation
     elif choice is not None and choice.model_extra:
         verdicts = choice.model_extra.get("content_filter_results")
-        if verdicts and _noted(verdicts):
+        unchecked = unchecked_verdicts(choice.model_extra)
+        if unchecked is not None:
+            kept[CONTENT_FILTER_RESULTS_KEY] = unchecked
+            warnings = (*warnings, filter_not_run("completion", provider))
+        elif verdicts and _noted(verdicts):
             kept[CONTENT_FILTER_RESULTS_KEY] = verdicts
-    prompt_verdicts = wire.model_extra.get("prompt_filter_results") if wire.model_extra else None
-    if isinstance(prompt_verdicts, list) and any(
-        isinstance(entry, dict) and _noted(entry.get("content_filter_results"))
-        for entry in prompt_verdicts
-    ):
-        kept[PROMPT_FILTER_RESULTS_KEY] = prompt_verdicts
+    if wire.model_extra:
+        on_prompt, prompt_not_run = prompt_verdicts(wire.model_extra)
+        if on_prompt is not None:
+            kept[PROMPT_FILTER_RESULTS_KEY] = on_prompt
+        if prompt_not_run:
+            warnings = (*warnings, filter_not_run("prompt", provider))
     message_extra = message.model_extra if message is not None else None
     if message_extra:
         annotations = kept_list(message_extra, "annotations")
@@ -807,6 +877,9 @@ def decode_body(
         spoken = kept_object(message_extra, "audio")
         if spoken is not None:
             kept[AUDIO_KEY] = spoken
+        context = kept_object(message_extra, "context")
+        if context is not None:
+            kept[CONTEXT_KEY] = context
     if unread:
         kept[CONTENT_PARTS_KEY] = unread
         warnings = (*warnings, unread_parts(provider))

@@ -40,6 +40,19 @@ decoder uses, so a collected stream equals the decoded body of the same message:
   given as `null`).
   Emitted at the end (finish, `[DONE]`, end of input, an error), not with each piece: the
   audio is the whole answer's, its `data` long.
+- `CONTEXT_KEY`: Azure OpenAI On Your Data's `delta.context` (the citations and intent of
+  an answer over `data_sources`), which its stream gives whole on the first delta, beside
+  the role: kept as given; should it come in pieces, their fields are merged into one object
+  (a field given again takes the place of the one before), emitted with each piece.
+- `CONTENT_FILTER_RESULTS_KEY`: the error Azure's content filter gives in place of its
+  verdicts on a chunk (`content_filter_results`, or `content_filter_result` as some of its
+  streams spell it, on every chunk) where it did not run on the answer: the first one, once,
+  with the body's warning (`filter_not_run`). The verdicts that note something on the
+  answer's chunks are not kept: each chunk's are on its own piece of the answer, and a
+  filtered one is the stream's finish (`_late_verdict`).
+- `PROMPT_FILTER_RESULTS_KEY`: the `prompt_filter_results` Azure sends on a chunk of their
+  own, before the answer, where they note something or are the filter's error (with the
+  body's warning), as a body keeps them: the first such, once.
 - `EXECUTED_TOOLS_KEY`: Groq's compound systems' `delta.executed_tools`, in order, a tool
   sent again under the same `index` (once it ran, with its output) in the place of the one
   before (`_executed_tools`); each chunk that carries some emits the whole list so far.
@@ -89,9 +102,12 @@ from allama.adapters.openai_compat._decode import (
     ANNOTATIONS_KEY,
     AUDIO_KEY,
     AUDIO_TOKENS_KEY,
+    CONTENT_FILTER_RESULTS_KEY,
     CONTENT_PARTS_KEY,
+    CONTEXT_KEY,
     EXECUTED_TOOLS_KEY,
     OTHER_CHOICES_KEY,
+    PROMPT_FILTER_RESULTS_KEY,
     REASONING_DETAILS_KEY,
     THINK_CLOSE,
     THINK_OPEN,
@@ -100,6 +116,7 @@ from allama.adapters.openai_compat._decode import (
     audio_tokens_of,
     choice_error,
     filter_explanation,
+    filter_not_run,
     finish_error,
     finish_reason_of,
     kept_list,
@@ -107,8 +124,10 @@ from allama.adapters.openai_compat._decode import (
     loose_usage,
     message_parts,
     other_choice,
+    prompt_verdicts,
     reasoning_text,
     refit,
+    unchecked_verdicts,
     unread_choices,
     unread_parts,
     usage_breakdown,
@@ -300,6 +319,13 @@ class ChatStreamDecoder:
         self._tier_told = False
         self._audio_told = False
         self._annotations: list[Any] = []
+        self._context: dict[str, Any] = {}
+        """On Your Data's `delta.context` so far (`CONTEXT_KEY`)."""
+        self._unchecked_told = False
+        """Whether the content filter's error on the answer (`CONTENT_FILTER_RESULTS_KEY`)
+        was kept: Azure may send it on every chunk."""
+        self._prompt_told = False
+        """Whether the verdicts on the prompt (`PROMPT_FILTER_RESULTS_KEY`) were kept."""
         self._executed: list[Any] = []
         """Groq's compound systems' executed tools so far (`_executed_tools`)."""
         self._executed_at: dict[int | str, int] = {}
@@ -511,12 +537,16 @@ class ChatStreamDecoder:
         )
 
     def _kept(self, extra: dict[str, Any]) -> Iterator[StreamEvent]:
-        """The annotations, executed tools, audio and reasoning details a delta carries (its
-        `model_extra`)."""
+        """The annotations, On Your Data's context, executed tools, audio and reasoning
+        details a delta carries (its `model_extra`)."""
         annotations = kept_list(extra, "annotations")
         if annotations is not None:
             self._annotations.extend(annotations)
             yield self._data(ANNOTATIONS_KEY, list(self._annotations))
+        context = kept_object(extra, "context")
+        if context is not None:
+            self._context.update(context)
+            yield self._data(CONTEXT_KEY, dict(self._context))
         audio = kept_object(extra, "audio")
         if audio is not None:
             self._audio_piece(audio)
@@ -624,6 +654,8 @@ class ChatStreamDecoder:
                 self._other(choice)
         usage = chunk.usage
         extra = chunk.model_extra or {}
+        if not self._prompt_told and "prompt_filter_results" in extra:
+            yield from self._prompt_verdicts(extra)
         if not self._tier_told and "service_tier" in extra:
             tier = service_tier_of(extra["service_tier"])
             if tier is not None:  # on every chunk: told once
@@ -641,6 +673,26 @@ class ChatStreamDecoder:
         breakdown = usage_breakdown(groq) or usage_breakdown(extra)
         if breakdown is not None:
             yield self._data(USAGE_BREAKDOWN_KEY, breakdown)
+
+    def _prompt_verdicts(self, extra: dict[str, Any]) -> Iterator[StreamEvent]:
+        """The verdicts on the prompt, kept as a body keeps them (`prompt_verdicts`), once."""
+        kept, not_run = prompt_verdicts(extra)
+        if kept is None:
+            return
+        self._prompt_told = True
+        if not_run:
+            yield WarningEvent(warning=filter_not_run("prompt", self._provider))
+        yield self._data(PROMPT_FILTER_RESULTS_KEY, kept)
+
+    def _unchecked(self, extra: dict[str, Any]) -> Iterator[StreamEvent]:
+        """The content filter's error on the answer, where it did not run, kept and warned
+        of once (Azure may send it on every chunk)."""
+        unchecked = unchecked_verdicts(extra)
+        if unchecked is None:
+            return
+        self._unchecked_told = True
+        yield WarningEvent(warning=filter_not_run("completion", self._provider))
+        yield self._data(CONTENT_FILTER_RESULTS_KEY, unchecked)
 
     def _other(self, choice: WireChunkChoice) -> None:
         """A delta of a choice after the first, kept: read by the choice's own decoder as
@@ -687,6 +739,8 @@ class ChatStreamDecoder:
         extra = delta.model_extra
         if extra:
             yield from self._kept(extra)
+        if not self._unchecked_told and choice.model_extra:
+            yield from self._unchecked(choice.model_extra)
         if self.finished:
             if delta.content or delta.tool_calls or delta.refusal or delta.function_call:
                 raise StreamDecodeError(
