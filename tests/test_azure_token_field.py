@@ -218,3 +218,47 @@ def test_the_responses_api_gets_no_sampling_for_a_deployment_asked_for_an_effort
     http, warnings = target._prepare(request, stream=False)
     assert "temperature" not in http.body
     assert [w.message for w in warnings] == [GUESSED.format(field="temperature")]
+
+
+# Azure AI Foundry's resource serves its models on the v1 API too, which takes no dated
+# api-version, as Azure OpenAI's v1 API does.
+
+FOUNDRY = "https://r.services.ai.azure.com"
+INFERENCE_VERSION = {"api-version": "2024-05-01-preview"}
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "url", "params"),
+    [
+        (FOUNDRY, f"{FOUNDRY}/models/chat/completions", INFERENCE_VERSION),
+        (f"{FOUNDRY}/models", f"{FOUNDRY}/models/chat/completions", INFERENCE_VERSION),
+        (f"{FOUNDRY}/openai/v1", f"{FOUNDRY}/openai/v1/chat/completions", {}),
+        (f"{FOUNDRY}/OpenAI/V1/", f"{FOUNDRY}/openai/v1/chat/completions", {}),
+        (
+            f"{FOUNDRY}/openai/v1?api-version=preview",
+            f"{FOUNDRY}/openai/v1/chat/completions",
+            {"api-version": "preview"},
+        ),
+    ],
+)
+def test_azure_foundrys_v1_api_gets_no_dated_api_version(
+    endpoint: str, url: str, params: dict[str, str]
+) -> None:
+    target = allama.provider("azure-foundry", api_key="k", endpoint=endpoint)
+    http, _ = target._prepare(ChatRequest("DeepSeek-R1").user("Hi"), stream=False)
+    assert (http.url, dict(http.params)) == (url, params)
+
+
+def test_a_dated_api_version_on_azure_foundrys_v1_api_is_refused_not_dropped() -> None:
+    with pytest.raises(ValueError) as caught:
+        allama.provider(
+            "azure-foundry",
+            api_key="k",
+            endpoint=f"{FOUNDRY}/openai/v1",
+            api_version="2024-05-01-preview",
+        )
+    assert str(caught.value) == (
+        "azure-foundry's v1 API (an endpoint ending in /openai/v1) takes no dated api-version: "
+        "leave out api_version= (one goes only on the model-inference API: the resource URL "
+        "alone, or it with /models, as the endpoint)"
+    )

@@ -526,19 +526,25 @@ class HttpProvider:
             or _env(preset.api_version_env)
             or preset.api_version
         )
-        if preset.version_on_deployments_only and not self._deployments:
+        direct = (
+            self._base_url is not None
+            and preset.direct_suffix is not None
+            and _without_suffix(self._base_url, preset.direct_suffix) is not None
+        )
+        if preset.versioned_urls is not None and (self._base_url is None or direct):
             # Azure's v1 API takes no dated api-version: one the caller gave, as api_version=
             # or in the endpoint's query, is refused rather than dropped or sent to be refused
             # there; an undated one (`preview`, which the v1 API's preview took) goes as
-            # given. The environment's and the preset's are for deployment URLs alone.
+            # given. The environment's and the preset's are for the other URLs alone (Azure
+            # OpenAI's deployment URLs, Azure AI Foundry's model-inference API).
             asked = api_version or url_query.get("api-version")
             if asked is not None and self._base_url is not None and _DATED.fullmatch(asked):
                 where = "api_version=" if api_version else "the api-version in the endpoint"
+                responses = ", or api='responses'" if "responses" in preset.apis else ""
                 raise ValueError(
-                    f"{preset.name}'s v1 API (an endpoint ending in /openai/v1, or api="
-                    f"'responses') takes no dated api-version: leave out {where} (one goes "
-                    "only on deployment URLs: Chat Completions with the resource URL alone "
-                    "as the endpoint)"
+                    f"{preset.name}'s v1 API (an endpoint ending in {preset.direct_suffix}"
+                    f"{responses}) takes no dated api-version: leave out {where} (one goes "
+                    f"only on {preset.versioned_urls})"
                 )
             version = asked if self._base_url is not None else None
         self._profile = preset.profile

@@ -78,8 +78,10 @@ class Preset:
     routes by deployment (Azure OpenAI)."""
     direct_suffix: str | None = None
     """A base URL ending with this is the dialect's own API, not a resource endpoint."""
-    version_on_deployments_only: bool = False
-    """Send `api-version` only on deployment URLs (Azure's v1 API takes none)."""
+    versioned_urls: str | None = None
+    """Where `api-version` goes (Azure OpenAI's deployment URLs), as the refusal of a dated
+    one on the direct API says: where set, none goes on the direct API (a base URL ending
+    with `direct_suffix`: Azure's v1 API takes none)."""
     before_versions: tuple[tuple[str, Mapping[str, Any], Mapping[str, Any]], ...] = ()
     """What the endpoint cannot do on a dated `api-version` (`YYYY-MM-DD[-preview]`) sent
     before a given one: (the first version that can, changes to the profile, changes to
@@ -219,7 +221,8 @@ _PRESETS: tuple[Preset, ...] = (
         api_version_env="OPENAI_API_VERSION",
         deployment_path="/openai/deployments/{model}/chat/completions",
         direct_suffix="/openai/v1",
-        version_on_deployments_only=True,
+        versioned_urls="deployment URLs: Chat Completions with the resource URL alone as the "
+        "endpoint",
         # JSON Schema output and strict tools came with 2024-08-01-preview: an earlier
         # version answers 400 to `json_schema` ("enabled only for api versions
         # 2024-08-01-preview and later") whatever the model, so only `json_object` goes, and
@@ -325,10 +328,12 @@ _PRESETS: tuple[Preset, ...] = (
         # body, `api-version=2024-05-01-preview` (the Azure AI Inference SDK's), the key in an
         # `api-key` header (or an Entra ID bearer token in `headers=`). It serves many model
         # families (OpenAI, Grok, Llama, Mistral, DeepSeek, Phi), whose schema support Azure
-        # does not publish per model, so schemas pass through unchecked. The API rejects
-        # parameters outside its request schema (ChatCompletionsOptions: no `stream_options`,
-        # `reasoning_effort`, `parallel_tool_calls`, `logprobs` or `top_logprobs`; the last
-        # three its capability table refuses), so none is sent.
+        # does not publish per model, so schemas pass through unchecked. The resource's v1 API
+        # (https://<resource>.services.ai.azure.com/openai/v1) serves them too, and takes no
+        # dated api-version, as Azure OpenAI's does. The API rejects parameters outside its
+        # request schema (ChatCompletionsOptions: no `stream_options`, `reasoning_effort`,
+        # `parallel_tool_calls`, `logprobs` or `top_logprobs`; the last three its capability
+        # table refuses), so none is sent.
         "azure-foundry",
         WireProfile(
             "azure-foundry",
@@ -349,6 +354,9 @@ _PRESETS: tuple[Preset, ...] = (
         api_version="2024-05-01-preview",
         resource_host=".services.ai.azure.com",
         resource_path="/models",
+        direct_suffix="/openai/v1",
+        versioned_urls="the model-inference API: the resource URL alone, or it with /models, "
+        "as the endpoint",
         missing_url_hint="pass endpoint= or set AZURE_INFERENCE_ENDPOINT",
     ),
     Preset(
