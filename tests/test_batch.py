@@ -832,6 +832,40 @@ def test_a_refused_key_or_account_stops_the_run_and_its_inputs_stay_pending(
     assert attempts == {n: 1 + (n in refused) + (n in unavailable_once) for n in range(200)}
 
 
+def test_an_input_past_togethers_context_fails_alone_though_its_answer_is_a_403() -> None:
+    import httpx2
+
+    from allama.transport import Transport
+
+    # Together answers a context too full with a 403 (its error codes): the input's own
+    # failure, not a refusal of the key or the account that stops the run.
+    model = "meta-llama/Llama-3.3-70B-Instruct-Turbo"
+    full = (
+        "Input validation error: `inputs` tokens + `max_new_tokens` must be <= 8193. "
+        "Given: 8000 `inputs` tokens and 1000 `max_new_tokens`"
+    )
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        if b"doc 1" in request.content:
+            error = {"message": full, "type": "invalid_request_error", "param": "max_tokens"}
+            return httpx2.Response(403, json={"id": "x", "error": error})
+        return httpx2.Response(200, json=_completion(model, json.dumps({"n": 0})))
+
+    transport = Transport(
+        client=httpx2.Client(transport=httpx2.MockTransport(answer)),
+        async_client=httpx2.AsyncClient(transport=httpx2.MockTransport(answer)),
+    )
+    provider = allama.provider("together", api_key="k", transport=transport)
+    template = ChatRequest(model).system("Read the number.")
+    run = allama.batch(provider, Row, docs(5), request=template, concurrency=1)
+    results = sorted(run, key=lambda r: r.index)
+    assert [outcome(r) for r in results] == ["ok", "context_window", "ok", "ok", "ok"]
+    assert results[1].attempts == 1
+    summary = run.summary
+    assert (summary.done, summary.failed, summary.not_started) == (4, 1, 0)
+    assert summary.stopped is None and summary.refused is None
+
+
 def test_an_input_the_run_stopped_before_trying_again_stays_pending(tmp_path: Path) -> None:
     slow = BatchServer(delay=0.05).start()  # `doc 1` answers at 40 ms, `doc 3` at 80
     try:

@@ -994,6 +994,69 @@ def test_auto_falls_back_to_a_forced_tool_when_json_mode_is_refused() -> None:
     assert ["response_format" in body for body in bodies] == [True, False]
 
 
+def test_auto_on_deepinfra_falls_back_when_the_model_has_no_json_schema_output() -> None:
+    # DeepInfra takes `json_schema` per model, and answers the others 405: native output is
+    # a guess there, so auto mode asks a forced tool next, as on an endpoint of no table.
+    model = "Qwen/Qwen3.5-9B"
+    bodies: list[dict[str, Any]] = []
+    call = {
+        "id": "c1",
+        "type": "function",
+        "function": {"name": EXTRACTION_TOOL, "arguments": '{"name": "Ada"}'},
+    }
+    answer = {
+        "id": "x",
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": None, "tool_calls": [call]},
+                "finish_reason": "tool_calls",
+            }
+        ],
+        "usage": USAGE,
+    }
+    refused = {"detail": f"json_schema response format is not supported for model: {model}"}
+
+    def handler(http: httpx2.Request) -> httpx2.Response:
+        bodies.append(json.loads(http.content))
+        if len(bodies) == 1:
+            return httpx2.Response(405, json=refused)
+        return httpx2.Response(200, json=answer)
+
+    target = allama.provider("deepinfra", api_key="k", transport=_mock(handler))
+    extracted = allama.extract(target, Person, ChatRequest(model).user("Ada"))
+    assert extracted.value == Person(name="Ada")
+    assert extracted.metadata.mode is ExtractionMode.FORCED_TOOL
+    assert extracted.metadata.auto_fallback == allama.AutoFallback(
+        field=RequestField.RESPONSE_FORMAT, message="", stage=UnsupportedStage.PROVIDER
+    )
+    assert extracted.metadata.passes == 1
+    assert [body["response_format"]["type"] for body in bodies[:1]] == ["json_schema"]
+    assert "response_format" not in bodies[1]
+    assert bodies[1]["tool_choice"] == {"type": "function", "function": {"name": EXTRACTION_TOOL}}
+
+
+@pytest.mark.parametrize(
+    ("preset", "model", "support"),
+    [
+        # Per model, as their pages say, with no list a table could keep: unknown.
+        ("deepinfra", "Qwen/Qwen3.5-9B", allama.CapabilitySupport.UNKNOWN),
+        ("together", "meta-llama/Llama-3.3-70B-Instruct-Turbo", allama.CapabilitySupport.UNKNOWN),
+        # Workers AI's JSON Mode page lists its models: those are best-effort, others unknown.
+        ("workers-ai", "@cf/meta/llama-3.1-8b-instruct", allama.CapabilitySupport.SUPPORTED),
+        ("workers-ai", "@cf/qwen/qwq-32b", allama.CapabilitySupport.UNKNOWN),
+    ],
+)
+def test_json_schema_output_per_model_is_not_claimed_for_every_model(
+    preset: str, model: str, support: allama.CapabilitySupport
+) -> None:
+    options = {"account_id": "acc"} if preset == "workers-ai" else {}
+    target = allama.provider(preset, api_key="k", transport=answering(200, {}), **options)
+    answer = target.chat_capability(model, allama.ChatCapability.STRUCTURED_OUTPUT)
+    assert answer is support
+
+
 # 10. Mistral's 422 of a validation, its problems under `message.detail`
 
 

@@ -831,6 +831,22 @@ _LLAMA_CPP_DEFAULT = ModelFamily(
     logprobs=S,
 )
 
+_WORKERS_AI = ModelFamily(
+    "*", StructuredLevel.BEST_EFFORT, tools=U, forced_tool=U, parallel_tools=U
+)
+_WORKERS_AI_JSON_MODE = (
+    "@cf/meta/llama-3.1-8b-instruct-fast",
+    "@cf/meta/llama-3.1-70b-instruct",
+    "@cf/meta/llama-3.3-70b-instruct-fp8-fast",
+    "@cf/meta/llama-3-8b-instruct",
+    "@cf/meta/llama-3.1-8b-instruct",
+    "@cf/meta/llama-3.2-11b-vision-instruct",
+    "@hf/nousresearch/hermes-2-pro-mistral-7b",
+    "@hf/thebloke/deepseek-coder-6.7b-instruct-awq",
+    "@cf/deepseek-ai/deepseek-r1-distill-qwen-32b",
+)
+"""The models Workers AI's JSON Mode page lists as taking a response format."""
+
 CAPABILITY_TABLES: dict[str, CapabilityTable] = {
     "openai": CapabilityTable(_OPENAI_ROWS, _UNKNOWN),
     # Azure's model ids are deployment names; they match only when named after the model.
@@ -860,12 +876,14 @@ CAPABILITY_TABLES: dict[str, CapabilityTable] = {
     ),
     # Together answers `logprobs` in a shape of its own (token and logprob lists), which
     # allama does not read: asking for them is refused rather than silently lost.
-    # Its `reasoning_effort` takes `low`, `medium` and `high`.
+    # Its `reasoning_effort` takes `low`, `medium` and `high`. JSON Schema output is per
+    # model (its structured-outputs page sends to the model catalogs for which): unknown,
+    # so auto mode's native pass is a guess a refusal falls back from.
     "together": CapabilityTable(
         (),
         ModelFamily(
             "*",
-            StructuredLevel.BEST_EFFORT,
+            StructuredLevel.UNKNOWN,
             forced_tool=U,
             parallel_tools=U,
             logprobs=N,
@@ -876,9 +894,12 @@ CAPABILITY_TABLES: dict[str, CapabilityTable] = {
     "fireworks": CapabilityTable(
         (), ModelFamily("*", StructuredLevel.STRICT, forced_tool=U, parallel_tools=U)
     ),
+    # DeepInfra takes `json_schema` for the models it tags "json" alone, and answers 405
+    # ("json_schema response format is not supported for model: ...") for the others: unknown
+    # per model, so auto mode's native pass is a guess a refusal falls back from.
     "deepinfra": CapabilityTable(
         (),
-        ModelFamily("*", StructuredLevel.BEST_EFFORT, tools=U, forced_tool=U, parallel_tools=U),
+        ModelFamily("*", StructuredLevel.UNKNOWN, tools=U, forced_tool=U, parallel_tools=U),
     ),
     "vllm": CapabilityTable(
         (), ModelFamily("*", StructuredLevel.STRICT, parallel_tools=U, logprobs=S)
@@ -886,9 +907,11 @@ CAPABILITY_TABLES: dict[str, CapabilityTable] = {
     # Workers AI's tools on its OpenAI-compatible endpoint, a named `tool_choice` among
     # them, are unconfirmed (one client found they "do not appear to work"): unknown, so
     # they are sent and the endpoint decides, as its profile sends them.
+    # JSON mode (a schema under `json_schema`) is for the models its JSON Mode page lists,
+    # best-effort ("JSON Mode couldn't be met" when it fails); others' is unknown.
     "workers-ai": CapabilityTable(
-        (),
-        ModelFamily("*", StructuredLevel.BEST_EFFORT, tools=U, forced_tool=U, parallel_tools=U),
+        tuple(replace(_WORKERS_AI, pattern=model) for model in _WORKERS_AI_JSON_MODE),
+        replace(_WORKERS_AI, structured=StructuredLevel.UNKNOWN),
     ),
     "ollama-openai": _NamespacedTable(
         (

@@ -94,6 +94,14 @@ _CONTEXT_WORDS = (
     r"`?inputs`? tokens \+ `?max_new_tokens`? must be <=|"
     r"`?inputs`? must have less than \d+ tokens"
 )
+_CONTEXT_STATUSES = (400, 403, 413, 422, None)
+"""The statuses whose words may say the context is full: a request's own fault, as its 400
+is, and Together's 403 among them (its error codes: "Input token count + max_tokens
+parameter must be less than the context length"), which is no refusal of the key or the
+account, so a batch run goes on past the one input too long."""
+_INVALID_MODEL = r"(?i)^invalid model:"
+"""Mistral's words for a model it has not ("Invalid model: mistral-foo"), read where its
+`param` is `model`."""
 _RATE_LIMIT_CODES = frozenset({"rate_limit_exceeded", "ratelimitreached", "rate_limited"})
 _OVERLOADED_CODES = frozenset(
     {"overloaded", "capacity_exceeded", "server_is_overloaded", "slow_down"}
@@ -607,7 +615,7 @@ def _relayed_error(status: int | None, info: ErrorInfo) -> Error | None:
         return UnsupportedError(info.message, field=field, stage=UnsupportedStage.PROVIDER)
     code = (relayed.code or "").lower()
     if code in _CONTEXT_CODES or (
-        status in (400, 413, 422, None) and re.search(_CONTEXT_WORDS, relayed.message)
+        status in _CONTEXT_STATUSES and re.search(_CONTEXT_WORDS, relayed.message)
     ):
         return ContextWindowExceededError(info.message)
     return None
@@ -682,7 +690,7 @@ def _classify(status: int | None, info: ErrorInfo, headers: Mapping[str, str]) -
         if spent_quota(message, wait):
             return QuotaExceededError(message).with_retryable(False)
         return RateLimitedError(message, retry_after=wait)
-    if status in (400, 413, 422, None) and re.search(_CONTEXT_WORDS, message):
+    if status in _CONTEXT_STATUSES and re.search(_CONTEXT_WORDS, message):
         return ContextWindowExceededError(message)
     field = _rejected_schema(info)
     if field is None and status in (400, 422, None):
@@ -708,10 +716,14 @@ def _classify(status: int | None, info: ErrorInfo, headers: Mapping[str, str]) -
         if named is None and re.search(_NO_ENDPOINT_UNNAMED, message):
             refused.with_metadata(UNNAMED_PARAMETERS_KEY, True)
         return refused
-    if status == 404 or code in ("model_not_found", "deploymentnotfound"):
+    if status == 404 or code in ("model_not_found", "deploymentnotfound", "unknown_model"):
+        # (`unknown_model`: Mistral's code for a model it has not, in its error glossary.)
         return NotFoundError(message)
-    if kind == "invalid_model":
-        # Mistral's 400 for a model it has not ("Invalid model: ..."): a failover moves on.
+    if kind == "invalid_model" or (
+        (info.param or "").lower() == "model" and re.search(_INVALID_MODEL, message)
+    ):
+        # Mistral's 400 for a model it has not ("Invalid model: ..."), by its type or by its
+        # `param` and words where the code is another: a failover moves on.
         return NotFoundError(message)
     if status == 408:
         return RequestTimeoutError(message)
