@@ -9,7 +9,7 @@ import itertools
 import json
 from collections import Counter
 from collections.abc import Iterable
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, PrivateAttr, model_validator
@@ -312,3 +312,161 @@ def test_an_iterable_at_the_root_is_shown_checked_once_it_completes(size: int) -
     partials, last, refused = previews(Iterable[int], '[1, "x"]', size)
     assert refused == 'at `[1]`: invalid type: string "x", expected an integer'
     assert [*partials, last] == [None] * (len(partials) + 1)
+
+
+# A `null` for a field with a default (OpenAI's strict mode sends every such field required
+# and nullable): a completed part is shown without it, its default applied, as `finish()`
+# reads it, not left out until the value ends.
+
+
+class Line(BaseModel):
+    name: str
+    qty: int = 1
+
+
+class Order(BaseModel):
+    rows: list[Line]
+    note: str
+
+
+def ends(text: str, size: int, count: int) -> list[str]:
+    """The text streamed so far after each of the `count` chunks of `size` characters."""
+    return [text[: min(size * (at + 1), len(text))] for at in range(count)]
+
+
+def opened(seen: str) -> int:
+    """Whether a row is open at the end of `seen` (the text of an object of rows so far)."""
+    return int(seen.count("{") - 1 > seen.count("}"))
+
+
+def fields(row: Any) -> tuple[dict[str, Any], set[str]]:
+    return row.model_dump(), row.model_fields_set
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_a_row_with_a_null_for_a_defaulted_field_stays_shown_where_it_is(size: int) -> None:
+    text = (
+        '{"rows":[{"name":"a","qty":null},{"name":"b","qty":2},{"name":"c","qty":3}],"note":"done"}'
+    )
+    partials, value = stream(Order, text, size)
+    lines = [Line(name="a"), Line(name="b", qty=2), Line(name="c", qty=3)]
+    assert value == Order(rows=lines, note="done")
+    for partial, seen in zip(partials, ends(text, size, len(partials)), strict=True):
+        closed = min(seen.count("}"), 3)  # the rows completed so far
+        rows = vars(partial).get("rows", []) if partial is not None else []
+        assert len(rows) in (closed, closed + 1)
+        assert [fields(row) for row in rows[:closed]] == [
+            fields(row) for row in value.rows[:closed]
+        ]
+    assert partials[-1] == value
+    assert fields(partials[-1].rows[0]) == ({"name": "a", "qty": 1}, {"name"})
+
+
+class Meta(BaseModel):
+    source: str
+    page: int = 0
+
+
+class Paper(BaseModel):
+    meta: Meta
+    title: str
+
+
+class Entry(BaseModel):
+    name: str
+    meta: Meta
+    qty: int = 1
+
+
+class Entries(BaseModel):
+    rows: list[Entry]
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_a_nested_object_with_a_null_for_a_defaulted_field_is_shown_once_it_completes(
+    size: int,
+) -> None:
+    text = '{"meta":{"source":"s","page":null},"title":"T"}'
+    partials, value = stream(Paper, text, size)
+    assert value == Paper(meta=Meta(source="s"), title="T")
+    closed = text.index("null}") + len("null}")
+    for partial, seen in zip(partials, ends(text, size, len(partials)), strict=True):
+        if len(seen) >= closed:
+            assert fields(partial.meta) == ({"source": "s", "page": 0}, {"source"})
+    assert partials[-1] == value
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_an_object_completed_in_an_open_row_is_shown_without_its_stand_in_null(
+    size: int,
+) -> None:
+    text = '{"rows":[{"name":"a","meta":{"source":"s","page":null},"qty":null}]}'
+    partials, value = stream(Entries, text, size)
+    assert value == Entries(rows=[Entry(name="a", meta=Meta(source="s"))])
+    closed = text.index("null}") + len("null}")
+    for partial, seen in zip(partials, ends(text, size, len(partials)), strict=True):
+        if len(seen) >= closed:
+            assert fields(partial.rows[0].meta) == ({"source": "s", "page": 0}, {"source"})
+    assert fields(partials[-1].rows[0]) == (
+        {"name": "a", "meta": {"source": "s", "page": 0}, "qty": 1},
+        {"name", "meta"},
+    )
+    assert partials[-1] == value
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_a_null_for_a_required_field_keeps_the_row_out_and_fails_finish(size: int) -> None:
+    text = '{"rows":[{"name":null,"qty":null},{"name":"b","qty":null}],"note":"done"}'
+    partials, last, refused = previews(Order, text, size)
+    assert refused == "at `rows[0].name`: invalid type: null, expected a string"
+    for partial, seen in zip(partials, ends(text, size, len(partials)), strict=True):
+        rows = vars(partial).get("rows", []) if partial is not None else []
+        # The rows completed (the open one, last, aside): the first left out, the second shown.
+        completed = rows[: len(rows) - opened(seen)]
+        if seen.count("}") == 1:
+            assert completed == []
+        elif seen.count("}") >= 2:
+            assert [fields(row) for row in completed] == [({"name": "b", "qty": 1}, {"name"})]
+    assert last is not None and [fields(row) for row in last.rows] == [
+        ({"name": "b", "qty": 1}, {"name"})
+    ]
+
+
+class Noted(BaseModel):
+    name: str
+    remark: str | None = "none given"
+    qty: int = 1
+
+
+class NotedRows(BaseModel):
+    rows: list[Noted]
+    note: str
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_a_null_for_an_optional_field_stays_none_beside_a_stand_in(size: int) -> None:
+    text = '{"rows":[{"name":"a","remark":null,"qty":null}],"note":"done"}'
+    partials, value = stream(NotedRows, text, size)
+    assert fields(value.rows[0]) == ({"name": "a", "remark": None, "qty": 1}, {"name", "remark"})
+    closed = text.index("null}") + len("null}")
+    for partial, seen in zip(partials, ends(text, size, len(partials)), strict=True):
+        if len(seen) >= closed:
+            assert [fields(row) for row in partial.rows] == [fields(value.rows[0])]
+    assert partials[-1] == value
+
+
+class Listed(BaseModel):
+    rows: Annotated[list[Line], Field(min_length=1)]
+    note: str
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_a_list_its_type_validates_whole_is_shown_without_stand_in_nulls(size: int) -> None:
+    text = '{"rows":[{"name":"a","qty":null}],"note":"n"}'
+    partials, value = stream(Listed, text, size)
+    assert value == Listed(rows=[Line(name="a")], note="n")
+    closed = text.index("]") + 1
+    for partial, seen in zip(partials, ends(text, size, len(partials)), strict=True):
+        if len(seen) >= closed:
+            assert [fields(row) for row in partial.rows] == [({"name": "a", "qty": 1}, {"name"})]
+    assert partials[-1] == value

@@ -23,7 +23,9 @@ one's last snapshot still holds it when it is looked at), quadratic in its lengt
 the whole buffer on every chunk, as most libraries do, is quadratic.
 
 The preview follows the rules `finish()` applies: a `null` sent for a field whose type does
-not admit it (a strict-mode stand-in) is left out so the default applies. Only text is shown
+not admit it (a strict-mode stand-in) is left out so the default applies, in an open object
+and in a completed part, validated without it as `finish()` validates (its type's schema
+says which `null`s are stand-ins, where the type may hold one at all). Only text is shown
 while it is being written; any other value (a date, a union member) appears when complete.
 Open objects are built without validation (their model validators run when they complete)
 and without the type's own code: no `model_post_init`, no default factory but a built-in
@@ -86,10 +88,12 @@ from typing_extensions import is_typeddict
 
 from allama._printable import storable
 from allama.adapters._surrogates import holds_lone_surrogate
-from allama.extract._json import keys_all_kept, loads
+from allama.extract._json import keys_all_kept, loads, read
 from allama.extract._json_strict import validate_strict_json
 from allama.extract._kept import NOT_FINITE, kept_keys
 from allama.extract._output import schema_nodes
+from allama.schema._nulls import NullWalk, may_hold_stand_in_nulls, null_walk
+from allama.schema._types import type_schema
 
 T = TypeVar("T")
 
@@ -144,9 +148,22 @@ class _Leaf:
     """A value validated whole, by its own validator (with the config of the object that
     holds it, as pydantic validates a field: `str_to_upper`, `use_enum_values`...)."""
 
-    __slots__ = ("anything", "check", "check_json", "iterables", "plain", "scalar", "text")
+    __slots__ = (
+        "anything",
+        "check",
+        "check_json",
+        "iterables",
+        "nulls",
+        "plain",
+        "scalar",
+        "text",
+        "tp",
+    )
 
     def __init__(self, tp: Any, config: ConfigDict | None = None) -> None:
+        self.tp = tp
+        # The walk of stand-in `null`s (`_without_stand_ins`): `None` where none can be.
+        self.nulls: Any = _UNKNOWN
         adapter = _adapter(tp, config)
         self.iterables = _holds_iterable(adapter.core_schema)
         self.check = _python_check(adapter)
@@ -173,6 +190,7 @@ class _Leaf:
             return raw if plain is not float or not raw - raw else _MISSING
         if plain is float and type(raw) is int:
             return float(raw) if -_LARGEST <= raw <= _LARGEST else _MISSING
+        given = _MISSING  # (with `text`, `raw` may be its entries validated already)
         if text is None:
             if self.text and type(raw) is str:
                 return _attempt(self.check, raw)  # text reads the same in either mode
@@ -180,6 +198,9 @@ class _Leaf:
                 text = _dumps(raw)
             except (ValueError, TypeError, RecursionError):  # not JSON; nested too deep
                 return _MISSING
+            given = raw
+        if self.nulls is not None and (type(raw) is dict or type(raw) is list):
+            text = _without_stand_ins(self, text, given)
         return _finite(_attempt(self.check_json, text), text)
 
     def partial(self, raw: Any) -> Any:
@@ -227,6 +248,63 @@ def _dumps(raw: Any) -> str | bytes:
 _NOT_FINITE = re.compile(rb"(?:^|[:,\[])-?(?:NaN|Infinity)")
 """`NaN` or an infinite float, as `to_json` writes it (compact: after a colon, a comma or
 a bracket); a string that holds the same is taken for one, and waits (`_MISSING`)."""
+
+
+_UNKNOWN: Any = object()
+"""A shape's walk of stand-in `null`s, not looked for yet (`_without_stand_ins`)."""
+
+
+def _stand_in_walk(tp: Any) -> NullWalk | None:
+    """The walk `finish()` removes stand-in `null`s with at a place of `tp`, against `tp`'s
+    own schema (`type_schema`'s, as its `$defs` entry in the whole schema reads), where its
+    value may hold one (`may_hold_stand_in_nulls`); `None` where it cannot, so that its
+    completed parts are validated as written, without a look."""
+    try:
+        schema = type_schema(tp).schema
+    except Exception:  # no schema of its own (the type's code raised): validated as written
+        return None
+    return null_walk(schema) if may_hold_stand_in_nulls(schema) else None
+
+
+@typing.overload
+def _without_stand_ins(
+    shape: _Leaf | _Object, text: str, raw: Any = ..., rows: bool = ...
+) -> str: ...
+@typing.overload
+def _without_stand_ins(
+    shape: _Leaf | _Object, text: str | bytes, raw: Any = ..., rows: bool = ...
+) -> str | bytes: ...
+def _without_stand_ins(
+    shape: _Leaf | _Object, text: str | bytes, raw: Any = _MISSING, rows: bool = False
+) -> str | bytes:
+    """A completed part's JSON `text` without the stand-in `null`s `finish()` removes before
+    it validates (`normalize_strict_nulls`), so that their fields' defaults apply here too:
+    written again where one was, as `finish()` writes it; `text` itself otherwise. `raw` is
+    its JSON value, where the caller has it; `rows`, a list of objects of `shape`. A text
+    that writes no `null` is not read."""
+    if (b"null" not in text) if isinstance(text, bytes) else ("null" not in text):
+        return text
+    walk = shape.nulls
+    if walk is _UNKNOWN:
+        walk = shape.nulls = _stand_in_walk(shape.tp)
+    if walk is None:
+        return text
+    try:
+        if raw is _MISSING:
+            raw = read(text if isinstance(text, str) else text.decode())[0]
+        if rows:
+            if not isinstance(raw, list):
+                return text
+            normalized: Any = [walk.normalize(row) for row in raw]
+            if all(new is old for new, old in zip(normalized, raw, strict=True)):
+                return text
+        else:
+            normalized = walk.normalize(raw)
+            if normalized is raw:
+                return text
+        return json.dumps(normalized)
+    except (ValueError, RecursionError):  # not JSON to `finish()`: refused as written
+        return text
 
 
 def _adapter(tp: Any, config: ConfigDict | None) -> TypeAdapter[Any]:
@@ -527,12 +605,15 @@ class _Object:
         "_iterables",
         "_rows",
         "nullable",
+        "nulls",
         "tp",
     )
 
     def __init__(self, tp: Any, nullable: bool = False) -> None:
         self.tp = tp
         self.nullable = nullable
+        # The walk of stand-in `null`s (`_without_stand_ins`): `None` where none can be.
+        self.nulls: Any = _UNKNOWN
         self._fields: dict[str, tuple[str, Any]] | None = None
         self._check: Callable[[str | bytes], Any] | None = None
         self._rows: Callable[[str | bytes], Any] | None = None
@@ -605,6 +686,8 @@ class _Object:
                 text = _dumps(raw)
             except (ValueError, TypeError, RecursionError):  # not JSON; nested too deep
                 return _MISSING
+        if self.nulls is not None:
+            text = _without_stand_ins(self, text, raw)
         return _finite(_attempt(self.check, text), text)
 
     def validate_rows(self, text: str) -> Any:
@@ -613,6 +696,8 @@ class _Object:
             rows: Any = types.GenericAlias(list, (self.tp,))  # `list[tp]`, `tp` known at run time
             self._rows = _strict_json(TypeAdapter(rows))
         text = f"[{text}]"
+        if self.nulls is not None and "null" in text:
+            text = _without_stand_ins(self, text, rows=True)
         value = _attempt(self._rows, text)
         if value is _MISSING or _read_as_written(text, value, self.decimals):
             return value
@@ -620,6 +705,8 @@ class _Object:
 
     def validate_text(self, text: str) -> Any:
         """The object from its whole JSON text, read and validated in one call."""
+        if self.nulls is not None and "null" in text:
+            text = _without_stand_ins(self, text)
         value = _attempt(self.check, text)
         if value is _MISSING or _read_as_written(text, value, self.decimals):
             return value
@@ -639,6 +726,8 @@ class _Object:
         there is nothing to leave it out of, and `finish()` says why it fails."""
         # (Read as `finish()` reads it by the scanner: no key twice, no `NaN`, no exponent
         # past a float's; an integer too long for a float field is what is left to see.)
+        if self.nulls is not None and "null" in text:
+            text = _without_stand_ins(self, text)
         checked = _finite(_attempt(self.check, text), text)
         if checked is _MISSING and root:
             return self.construct(values)
