@@ -8,8 +8,9 @@ Schema enum (native or forced tool, wrapped where the dialect needs an object ro
 the options in the prompt alone, recorded as not enforced. Where the caller insists on
 log-probabilities (`probabilities=True`) and none can be had, the decision is refused
 before sending: the model reports none (or none at the request's reasoning effort), or the
-answer would come as a forced tool's arguments, which have none; so is a stop sequence that
-could end the answer within an option, which would then be read as another. In every case
+answer would come as a forced tool's arguments, which have none; so is a stop sequence (the
+request's, or a body option's) that could end the answer within an option, which would then
+be read as another, or within the `{"value": ...}` a JSON answer is wrapped in. In every case
 the answer is checked against the options: a value outside them is never returned.
 
 Written once as a generator, like extraction, and driven by the same sync and async loops.
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Generator, Iterator, Mapping
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from functools import lru_cache
@@ -52,6 +53,7 @@ from allama.extract._engine import (
     Send,
     Settings,
     _reason,
+    _Start,
     extract_steps,
     select_mode,
 )
@@ -66,6 +68,7 @@ from allama.extract._mode import ExtractionMode, SchemaEnforcement
 from allama.extract._parse import declined_or_cut
 from allama.extract._probabilities import Measured, Spelling, json_string_span, measure
 from allama.extract._root import ROOT_KEY
+from allama.extract._stops import SentStop, every_level, stops_sent
 from allama.extract._target import requested_mode
 from allama.provider import ChatProvider
 from allama.types import (
@@ -356,23 +359,9 @@ def _choice_everywhere(provider: ChatProvider, model: str) -> bool:
     with structured output hold."""
     return all(
         each.chat_capability(model, ChatCapability.CHOICE_OUTPUT) is CapabilitySupport.SUPPORTED
-        for each in _every_level(provider, set())
+        for each in every_level(provider, set())
         if isinstance(each, ChatProvider)
     )
-
-
-def _every_level(provider: object, seen: set[int]) -> Iterator[object]:
-    """`provider` and every provider it sends through, wrappers included (a capability
-    override on a failover's member answers for it): a wrapper says what it holds with
-    `_wrapped()` (the wrappers sit in a layer below this one); each met once."""
-    if id(provider) in seen:
-        return
-    seen.add(id(provider))
-    yield provider
-    wrapped = getattr(provider, "_wrapped", None)
-    inner = wrapped() if callable(wrapped) else ()
-    for each in inner if isinstance(inner, tuple | list) else (inner,):
-        yield from _every_level(each, seen)
 
 
 def _check_stops(
@@ -383,26 +372,74 @@ def _check_stops(
     read as another option (`New` of `New York` at `" York"`), or as none, after paying. One
     is within an option where it occurs in it, or begins with its tail (`"York, NY"`), in
     any case. A JSON answer writes the option as a JSON string, quotes and escapes and all
-    (`in_json`)."""
-    for stop in request.stop:
-        if not stop:
-            continue
+    (`in_json`), and where the engine wraps it (`root_wrapped`), inside `{"value": ...}`:
+    a stop within that object would leave the answer unread after paying.
+
+    The stops checked are those the call sends: the request's `stop`, and a body option's
+    (`stops_sent`), which would otherwise go unchecked."""
+    sent = stops_sent(provider, request)
+    if not sent:
+        return
+    wrapped = in_json and _wrapped(provider, request, options)
+    for stop in sent:
         for option in options.options:
-            label = option.label
             # Compared without case: an answer written loosely (`new york`) is read loosely.
-            written = json.dumps(label, ensure_ascii=False) if in_json else label
-            if _cuts(stop.casefold(), written.casefold()):
-                raise (
-                    InvalidRequestError(
-                        f"the stop sequence {_shown(stop, quoted=True)} could end the answer "
-                        f"within the option {_shown(label)} of {options.name}, which "
-                        "would then be read as another option, or as none: leave it out of "
-                        "`stop` for a decision"
-                    )
-                    .mark_authored()
-                    .with_provider(provider.name)
-                    .with_model(request.model)
+            if _cuts(stop.text.casefold(), _written_as(option.label, in_json).casefold()):
+                within = f"the option {_shown(option.label)} of {options.name}"
+                raise _stop_refused(provider, request, stop, within)
+    if not wrapped:
+        return
+    for stop in sent:
+        for option in options.options:
+            written = _written_as(option.label, in_json)
+            # Compact, or spaced as `json.dumps` writes it: a model may write either.
+            objects = (f'{{"{ROOT_KEY}":{written}}}', f'{{"{ROOT_KEY}": {written}}}')
+            if any(_cuts(stop.text.casefold(), each.casefold()) for each in objects):
+                within = (
+                    f'the JSON object `{{"{ROOT_KEY}": ...}}` the option '
+                    f"{_shown(option.label)} of {options.name} is written in"
                 )
+                raise _stop_refused(provider, request, stop, within, read_as="none")
+
+
+def _written_as(label: str, in_json: bool) -> str:
+    """An option as the answer writes it: a JSON string in a JSON answer, else as it is."""
+    return json.dumps(label, ensure_ascii=False) if in_json else label
+
+
+def _wrapped(provider: ChatProvider, request: ChatRequest, options: Options) -> bool:
+    """Whether the JSON answer comes wrapped in `{"value": ...}`, as the engine's target
+    for the mode it picks wraps it (`root_wrapped`): a provider that takes only an object
+    at the root, or a forced tool."""
+    tp = _answer_type(options.labels, options.name, None)
+    return _Start.of(provider, tp, request, options.name).target().wrapped
+
+
+def _stop_refused(
+    provider: ChatProvider,
+    request: ChatRequest,
+    stop: SentStop,
+    within: str,
+    *,
+    read_as: str = "another option, or as none",
+) -> InvalidRequestError:
+    """The refusal of `stop`, which could end the answer `within` a part of it (which
+    names the option and its type), naming the body option that gives it, where one does,
+    as the place to leave it out of."""
+    given, leave = "", "`stop`"
+    if stop.namespace is not None:
+        given = f" in `{stop.field}` of the body option `{stop.namespace}`"
+        leave = f"the body option's `{stop.field}`"
+    return (
+        InvalidRequestError(
+            f"the stop sequence {_shown(stop.text, quoted=True)}{given} could end the answer "
+            f"within {within}, which would then be read as {read_as}: leave it out of "
+            f"{leave} for a decision"
+        )
+        .mark_authored()
+        .with_provider(provider.name)
+        .with_model(request.model)
+    )
 
 
 def _cuts(stop: str, written: str) -> bool:

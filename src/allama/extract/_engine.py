@@ -42,6 +42,7 @@ from allama.extract._metadata import (
 from allama.extract._mode import ExtractionMode, SchemaEnforcement
 from allama.extract._parse import Checked, Rejection, ask_again, parse_value
 from allama.extract._root import object_rooted
+from allama.extract._stops import stop_texts
 from allama.extract._target import Target, requested_mode
 from allama.provider import NOT_INSTALLED, PASSED_BEFORE_SENDING, ChatProvider
 from allama.stream import StreamCollector, with_paid
@@ -716,7 +717,7 @@ def extract_steps(
         if below is not None:
             raise _answered(below, named).with_response(response)
         try:
-            parsed = _parse(response, metadata, named, settings, stop=derived.stop)
+            parsed = _parse(response, metadata, named, settings, stop=stop_texts(provider, derived))
         except Exception as raised:  # the type's own code (a validator's KeyError)
             metadata.keep_on(raised)  # the passes it paid for go with it
             raise
@@ -904,7 +905,7 @@ def open_steps(
                 ahead=ahead,
                 metadata=metadata,
                 target=opened_by,
-                stop=derived.stop,
+                stop=stop_texts(provider, derived),
                 received=any(from_the_wire(item) for item in ahead),
             )
     except BaseException as raised:  # the provider's own, none of allama's (`drive_open`)
