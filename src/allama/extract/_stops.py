@@ -34,6 +34,8 @@ def stops_sent(provider: ChatProvider, request: ChatRequest) -> tuple[SentStop, 
     spoken in (a provider that speaks none sends no body option). A body option's replace
     the request's where both are given: either may cut the answer, so both are kept."""
     found = [SentStop(stop) for stop in request.stop if stop]
+    if not request.options:
+        return tuple(found)  # (no body option: nothing of a provider's to read)
     seen = {stop.text for stop in found}
     for namespace in _body_namespaces(provider):
         given = option_stops(request, namespace)
