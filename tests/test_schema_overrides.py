@@ -14,9 +14,12 @@ from pydantic import (
     GetJsonSchemaHandler,
     PlainValidator,
     model_validator,
+    with_config,
 )
+from pydantic.dataclasses import dataclass as pydantic_dataclass
 from pydantic.json_schema import JsonSchemaValue, WithJsonSchema
 from pydantic_core import core_schema
+from typing_extensions import TypedDict
 
 from allama import ChatRequest, Extractor
 from allama.mock import ChatResponseBuilder, MockProvider
@@ -164,3 +167,127 @@ class Filled(BaseModel):
 def test_a_required_field_a_validator_before_the_model_fills_is_not_refused() -> None:
     extracted = Extractor().extract(_provider("{}"), Filled, _request())
     assert extracted.value == Filled(a=0)
+
+
+BY_NAME = ConfigDict(
+    json_schema_extra={"examples": [{"a": 1}]}, validate_by_name=True, validate_by_alias=False
+)
+"""Fields read by their names, not their aliases, as Anthropic's refusal of an alias advises,
+with an extra of the class's own: its schema lists each field by name."""
+
+LEFT_OUT = (
+    "leaves it out of `required` (its own `json_schema_extra` or "
+    "`__get_pydantic_json_schema__`), so an answer may leave it out, which validation "
+    "refuses; give it a default, or keep it in `required`"
+)
+
+
+class ByName(BaseModel):
+    model_config = BY_NAME
+    a: int = Field(alias="A")
+
+
+def test_a_model_read_by_name_with_an_extra_of_its_own_extracts() -> None:
+    assert type_schema(ByName).schema["required"] == ["a"]
+    extracted = Extractor().extract(_provider('{"a": 1}'), ByName, _request())
+    assert extracted.value == ByName(a=1)
+
+
+class AliasedInner(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"description": "d"})
+    a: int = Field(alias="A")
+
+
+class ByNameOuter(BaseModel):
+    model_config = ConfigDict(validate_by_name=True, validate_by_alias=False)
+    inner: AliasedInner
+
+
+def test_an_aliased_model_with_an_extra_inside_one_read_by_name_extracts() -> None:
+    """The inner model's own config says its field is read by alias, not the outer's."""
+    schema = type_schema(ByNameOuter).schema
+    assert schema["$defs"]["AliasedInner"]["required"] == ["A"]
+    extracted = Extractor().extract(_provider('{"inner": {"A": 2}}'), ByNameOuter, _request())
+    assert extracted.value == ByNameOuter(inner=AliasedInner(A=2))
+
+
+@with_config(BY_NAME)
+class ByNameRow(TypedDict):
+    a: Annotated[int, Field(alias="A")]
+
+
+@pydantic_dataclass(config=BY_NAME)
+class ByNamePoint:
+    a: int = Field(alias="A")
+
+
+def test_a_typed_dict_and_a_dataclass_read_by_name_with_an_extra_extract() -> None:
+    row = Extractor().extract(_provider('{"a": 1}'), ByNameRow, _request())
+    assert row.value == {"a": 1}
+    point = Extractor().extract(_provider('{"a": 2}'), ByNamePoint, _request())
+    assert point.value == ByNamePoint(a=2)
+
+
+class OwnSchemaByName(BaseModel):
+    """A model read by name whose own hook writes its whole schema, listing it by name."""
+
+    model_config = ConfigDict(validate_by_name=True, validate_by_alias=False)
+    a: int = Field(alias="A")
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+
+
+def test_a_model_read_by_name_whose_own_schema_requires_its_name_extracts() -> None:
+    extracted = Extractor().extract(_provider('{"a": 3}'), OwnSchemaByName, _request())
+    assert extracted.value == OwnSchemaByName(a=3)
+
+
+class OwnSchemaByAlias(BaseModel):
+    """A model read by name whose own hook requires the alias, which validation never reads:
+    `{"A": 3}` meets the schema and fails."""
+
+    model_config = ConfigDict(validate_by_name=True, validate_by_alias=False)
+    a: int = Field(alias="A")
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["A"]}
+
+
+def test_a_model_read_by_name_whose_own_schema_requires_its_alias_is_refused() -> None:
+    provider = _provider('{"a": 3}')
+    with pytest.raises(TypeError) as raised:
+        Extractor().extract(provider, OwnSchemaByAlias, _request())
+    assert str(raised.value) == (
+        "cannot extract `OwnSchemaByAlias`: the field `OwnSchemaByAlias.a` is required, but "
+        f"its JSON Schema {LEFT_OUT}"
+    )
+    assert provider.requests == []
+
+
+class LeftOutByName(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={"required": []}, validate_by_name=True, validate_by_alias=False
+    )
+    a: int = Field(alias="A")
+
+
+class LeftOutByAlias(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"required": []})
+    a: int = Field(alias="A")
+
+
+@pytest.mark.parametrize("model", [LeftOutByName, LeftOutByAlias])
+def test_an_aliased_field_left_out_of_required_is_still_refused(model: type[BaseModel]) -> None:
+    with pytest.raises(TypeError) as raised:
+        type_schema(model)
+    name = model.__name__
+    assert str(raised.value) == (
+        f"cannot extract `{name}`: the field `{name}.a` is required, but its JSON Schema {LEFT_OUT}"
+    )

@@ -18,6 +18,7 @@ from functools import lru_cache, partial
 from typing import Any, TypeVar, cast
 
 from pydantic import (
+    ConfigDict,
     PydanticImportError,
     PydanticInvalidForJsonSchema,
     PydanticUndefinedAnnotation,
@@ -150,6 +151,10 @@ class _StableDefaults(GenerateJsonSchema):
         validator of the caller's (`_first_reached`)."""
         self._copied: dict[str, tuple[Any, list[str]]] = {}
         """The definitions copied by `_json_reader` as nodes are judged."""
+        self._keys: dict[int, tuple[Any, str]] = {}
+        """The key each field of a model, dataclass or TypedDict was written under in its
+        `properties` (`_get_alias_name`), by its core schema's identity (each kept): its
+        owner's config, which says whether that is the alias, is in effect only then."""
 
     @property
     def mode(self) -> JsonSchemaMode:
@@ -478,6 +483,31 @@ class _StableDefaults(GenerateJsonSchema):
             refusal = _DeclaredUnread(place, declared, label, *unread)
             self._overridden[id(schema)] = (schema, refusal)
 
+    def _get_alias_name(self, field: Any, name: str) -> str:
+        """The key pydantic writes `field` under, noted (`_keys`): asked while its owner's
+        config is in effect, which `_judge_required`, after, is not."""
+        key = super()._get_alias_name(field, name)
+        self._keys[id(field)] = (field, key)
+        return key
+
+    def _key_of(self, schema: dict[str, Any], field: Any, name: str) -> str:
+        """The key `field`, named `name` in the class `schema`, is written under in its
+        `properties`: the one pydantic wrote (`_keys`); where the class's own code wrote them
+        all, the one pydantic would, under the class's own config as pydantic pushes it."""
+        noted = self._keys.get(id(field))
+        if noted is not None and noted[0] is field:
+            return noted[1]
+        if not self.by_alias:
+            return name
+        cls = schema.get("cls")
+        kind = schema.get("type")
+        own = getattr(cls, "model_config" if kind == "model" else "__pydantic_config__", None)
+        if own is None and kind == "typed-dict":
+            own = {}  # pydantic writes a TypedDict without one under the defaults
+        config = cast(ConfigDict, own) if isinstance(own, dict) else None  # else its parent's
+        with self._config_wrapper_stack.push(config):
+            return super()._get_alias_name(field, name)
+
     def _judge_required(self, schema: dict[str, Any], json_schema: JsonSchemaValue) -> None:
         """Notes a model, dataclass or TypedDict (`_overridden`, by its fields' node) whose
         own code (a `json_schema_extra`, a `__get_pydantic_json_schema__`) left out of
@@ -518,7 +548,7 @@ class _StableDefaults(GenerateJsonSchema):
             if self._left_out.get(id(each)) is each or not each.get("init", True):
                 continue  # said as `_SkippedRequired`, or never read
             if self.field_is_required(each, total) and (
-                self._get_alias_name(each, name) not in required
+                self._key_of(schema, each, name) not in required
             ):
                 owner = getattr(cls, "__name__", None)
                 refusal = _RequiredLeftOut(f"{owner}.{name}" if isinstance(owner, str) else name)
