@@ -1009,6 +1009,36 @@ def test_a_tool_with_a_property_key_anthropic_refuses_is_refused_before_sending(
     assert caught.value.message == f"{_KEY_RULE}, and tool `lookup` {named}"
 
 
+def test_claude_in_foundry_refuses_such_a_key_as_anthropic_does() -> None:
+    # Foundry's Claude is served by Anthropic's own API, which answers the same 400.
+    tool = ToolDefinition(name="lookup", parameters=_keyed("@type"))
+    request = ChatRequest("claude-sonnet-4-5").user("Hi").with_tools([tool])
+    with pytest.raises(InvalidRequestError) as caught:
+        encode(request, name="azure-anthropic")
+    assert caught.value.message == (
+        "Claude in Microsoft Foundry takes only property keys matching "
+        "`^[a-zA-Z0-9_.-]{1,64}$` at the top level of a tool's `input_schema`, and tool "
+        "`lookup` has `@type`, which does not match; rename it"
+    )
+
+
+@pytest.mark.parametrize("strict", [False, True], ids=["plain", "strict"])
+def test_an_anthropic_compatible_host_is_sent_such_keys_as_given(strict: bool) -> None:
+    # DeepSeek's, Moonshot's or a local server's Messages endpoint serves its own models
+    # and documents no such rule: nothing is refused for Anthropic's.
+    schema = _keyed("@type", "$top", "prénom", "a" * 65)
+    tool = ToolDefinition(name="lookup", parameters=schema, strict=strict)
+    request = ChatRequest("deepseek-chat").user("Hi").with_tools([tool])
+    _, _, body, _ = encode(request, name="anthropic-compatible")
+    assert [wire["name"] for wire in body["tools"]] == ["lookup"]
+    assert list(body["tools"][0]["input_schema"]["properties"]) == [
+        "@type",
+        "$top",
+        "prénom",
+        "a" * 65,
+    ]
+
+
 def test_keys_anthropic_takes_and_nested_ones_are_sent_as_given() -> None:
     # Dots, dashes, 64 characters; a nested object's keys are not checked by Anthropic
     # (only `input_schema.properties`), so they go as given.
@@ -1070,6 +1100,40 @@ def test_an_extraction_in_native_mode_sends_the_keys_as_given() -> None:
     # `output_config.format` is not checked: nothing says Anthropic refuses such keys there.
     planned = Extractor().plan(anthropic(), _LinkedData, ChatRequest("claude-sonnet-4-5").user("x"))
     assert (planned.mode, planned.enforcement.value) == (ExtractionMode.NATIVE, "exact")
+
+
+def test_a_forced_tool_extraction_on_an_anthropic_compatible_host_sends_the_keys() -> None:
+    import httpx2
+
+    from allama.transport import Transport
+
+    sent: list[dict[str, Any]] = []
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        body = json.loads(request.content)
+        sent.append(body)
+        call = {"type": "tool_use", "id": "toolu_1", "name": body["tools"][0]["name"]}
+        message = {
+            "id": "msg_1",
+            "type": "message",
+            "role": "assistant",
+            "model": body["model"],
+            "content": [{**call, "input": {"@type": "Person"}}],
+            "stop_reason": "tool_use",
+            "usage": {"input_tokens": 1, "output_tokens": 1},
+        }
+        return httpx2.Response(200, json=message)
+
+    client = httpx2.Client(transport=httpx2.MockTransport(answer))
+    target = allama.provider(
+        "anthropic-compatible",
+        base_url="https://gw.example.com",
+        transport=Transport(client=client),
+    )
+    forced = ChatRequest("deepseek-chat").user("x").with_option(ExtractionMode.FORCED_TOOL)
+    extracted = Extractor().extract(target, _OneKey, forced)
+    assert extracted.value == _OneKey.model_validate({"@type": "Person"})
+    assert list(sent[0]["tools"][0]["input_schema"]["properties"]) == ["@type"]
 
 
 def test_the_extraction_tool_name_is_the_extractions() -> None:

@@ -641,15 +641,22 @@ LLAMA_SERVER_CONTEXT = {
 }
 
 
+CONTEXT_REMEDY = (
+    ' (raise `num_ctx` in the body option `ollama`, as `"options": {"num_ctx": 8192}`, or '
+    'send `"truncate": true` there to let Ollama cut the prompt)'
+)
+
+
 def test_llama_servers_error_relayed_as_text_says_its_own_message() -> None:
     """Told `truncate: false`, Ollama (v0.30 on) relays llama-server's answer to a prompt past
-    `num_ctx` as the text of its `error`: the message is llama-server's, the class a full
-    context window, the body kept as it came."""
+    `num_ctx` as the text of its `error`: the message is llama-server's, with the remedies,
+    the class a full context window, the body kept as it came."""
     body = {"error": json.dumps(LLAMA_SERVER_CONTEXT)}
     error = error_of(400, body, model="qwen2.5:0.5b")
     assert type(error) is ContextWindowExceededError and not error.retryable
     assert error.message == (
         "request (351 tokens) exceeds the available context size (256 tokens), try increasing it"
+        + CONTEXT_REMEDY
     )
     assert error.status == 400 and error.context.body == json.dumps(body)
     streamed = error_from_payload(body)
@@ -658,6 +665,31 @@ def test_llama_servers_error_relayed_as_text_says_its_own_message() -> None:
     # Text in braces that is no error object stays as it is.
     for text in ("{not json", '{"detail": "x"}'):
         assert error_of(500, {"error": text}).message == text
+
+
+def test_a_full_context_window_says_how_to_let_the_prompt_through() -> None:
+    """`truncate: false` makes a prompt past `num_ctx` (Ollama's default is often far below
+    the model's own) an error where Ollama would cut it: the message says how to send it."""
+    message = "the input length exceeds the context length"
+    target, recorder = provider("ollama", (400, {"error": message}))
+    with pytest.raises(ContextWindowExceededError) as caught:
+        target.chat(ChatRequest("llama3.1").user("a long document"))
+    assert caught.value.message == (
+        "the input length exceeds the context length (raise `num_ctx` in the body option "
+        '`ollama`, as `"options": {"num_ctx": 8192}`, or send `"truncate": true` there to let '
+        "Ollama cut the prompt)"
+    )
+    assert recorder.bodies[0]["truncate"] is False and len(recorder.bodies) == 1
+    error = error_of(400, {"error": message}, model="llama3.1")
+    assert error.message == caught.value.message
+    assert error_from_payload({"error": message}).message == error.message
+    assert error.context.body == json.dumps({"error": message})  # the body as it came
+    # Ollama's cloud does not say that it reads `num_ctx`: its words alone.
+    cloud = error_from_response(
+        400, {}, json.dumps({"error": message}).encode(), provider="ollama", cloud=True
+    )
+    assert type(cloud) is ContextWindowExceededError and cloud.message == message
+    assert error_from_payload({"error": message}, cloud=True).message == message
 
 
 @pytest.mark.parametrize("status", [500, None])

@@ -8,11 +8,12 @@ Azure deployment taken for a reasoning model, OpenRouter's `require_parameters` 
 for a schema with a warning where the caller gave another, OpenAI's tool-call ids within 40
 characters, reasoning or a paused Anthropic turn's server tool blocks left out with a
 warning, o1-mini's and o1-preview's system and developer words in the first user turn,
-Groq's leading `<think>` block read as reasoning, Together's full context, OpenAI's audio
-answer kept (whole and streamed alike, each choice's, its streamed data decoded piece by
-piece) with its id sent back, reasoning efforts in each model's set on Mistral and xAI,
-and none to `deepseek-chat` outside thinking mode, a tool of no arguments sent with
-`"properties": {}` (and strict where asked), and a refusal beside text sent back."""
+Groq's leading `<think>` block read as reasoning, Together's full context (its 403 too),
+Mistral's unknown model not found, OpenAI's audio answer kept (whole and streamed alike,
+each choice's, its streamed data decoded piece by piece) with its id sent back, reasoning
+efforts in each model's set on Mistral and xAI, and none to `deepseek-chat` outside
+thinking mode, a tool of no arguments sent with `"properties": {}` (and strict where
+asked), and a refusal beside text sent back."""
 
 from __future__ import annotations
 
@@ -310,6 +311,84 @@ def test_togethers_context_overflow_is_a_context_window_error(message: str) -> N
         target.chat(ChatRequest("meta-llama/Llama-3.3-70B-Instruct-Turbo").user("x"))
     assert str(raised.value) == message
     assert raised.value.retryable is False
+
+
+TOGETHER_FULL = (
+    "Input validation error: `inputs` tokens + `max_new_tokens` must be <= 8193. "
+    "Given: 8000 `inputs` tokens and 1000 `max_new_tokens`"
+)
+
+
+@pytest.mark.parametrize("preset", ["together", "openai-compatible"])
+def test_a_403_that_says_the_context_is_full_is_a_context_window_error(preset: str) -> None:
+    # Together documents its full context as a 403 (its error codes): the request's fault,
+    # not a refusal of the key or the account, on any endpoint that words it so.
+    error = {"message": TOGETHER_FULL, "type": "invalid_request_error"}
+    options = {"base_url": "http://127.0.0.1:9/v1"} if preset == "openai-compatible" else {}
+    target, recorder = provider(preset, (403, {"id": "x", "error": error}), **options)
+    request = ChatRequest("meta-llama/Llama-3.3-70B-Instruct-Turbo").user("x")
+    with pytest.raises(ContextWindowExceededError) as raised:
+        target.chat(request)
+    assert str(raised.value) == TOGETHER_FULL
+    assert (raised.value.status, raised.value.retryable) == (403, False)
+    with pytest.raises(ContextWindowExceededError):
+        asyncio.run(target.achat(request))
+    assert len(recorder.bodies) == 2  # not tried again
+
+
+def test_a_403_of_other_words_is_still_a_refusal_of_the_key_or_account() -> None:
+    from allama.errors import PermissionDeniedError
+
+    error = {"message": "Your API key does not have access to this model", "type": "forbidden"}
+    target, _ = provider("together", (403, {"error": error}))
+    with pytest.raises(PermissionDeniedError):
+        target.chat(ChatRequest("meta-llama/Llama-3.3-70B-Instruct-Turbo").user("x"))
+
+
+MISTRAL_UNKNOWN_MODEL = {
+    "object": "error",
+    "message": "Invalid model: mistral-foo",
+    "type": "invalid_request_error",
+    "param": "model",
+    "code": "unknown_model",
+}
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        MISTRAL_UNKNOWN_MODEL,
+        {**MISTRAL_UNKNOWN_MODEL, "code": None},  # by its `param` and words alone
+        {**MISTRAL_UNKNOWN_MODEL, "param": None, "message": "Unknown model"},  # by its code
+    ],
+)
+def test_mistrals_unknown_model_is_not_found(body: dict[str, Any]) -> None:
+    # Mistral's error glossary: a model it has not is `unknown_model`, a 400 whose type is
+    # `invalid_request_error`. Not found, so a failover moves on and a batch stops.
+    from allama.errors import NotFoundError
+
+    target, _ = provider("mistral", (400, body))
+    with pytest.raises(NotFoundError) as raised:
+        target.chat(ChatRequest("mistral-foo").user("x"))
+    assert str(raised.value) == body["message"]
+    assert (raised.value.status, raised.value.retryable) == (400, False)
+
+
+def test_a_failover_moves_on_past_mistrals_unknown_model() -> None:
+    from allama.wrappers import FailoverProvider
+
+    first, _ = provider("mistral", (400, MISTRAL_UNKNOWN_MODEL))
+    second, recorder = provider("mistral", (200, completion({"content": "hi"})))
+    response = FailoverProvider([first, second]).chat(ChatRequest("mistral-foo").user("x"))
+    assert response.text() == "hi" and len(recorder.bodies) == 1
+
+
+def test_another_400_on_the_model_field_stays_an_invalid_request() -> None:
+    body = {**MISTRAL_UNKNOWN_MODEL, "code": None, "message": "model must be a string"}
+    target, _ = provider("mistral", (400, body))
+    with pytest.raises(InvalidRequestError) as raised:
+        target.chat(ChatRequest("mistral-foo").user("x"))
+    assert type(raised.value) is InvalidRequestError
 
 
 # 4. vLLM: no `developer` role (common chat templates refuse it)
@@ -2624,6 +2703,48 @@ def test_only_an_object_root_without_properties_is_given_empty_ones(
     body, warnings = _prepared("openai", ChatRequest("gpt-5").user("go").add_tool(tool))
     assert body["tools"] == [{"type": "function", "function": {"name": "f", "parameters": sent}}]
     assert warnings == []
+
+
+# llama.cpp's converter reads `properties` without `additionalProperties` as an object closed
+# to every other key (measured on the local engine: a free-form tool's call then wrote `{}`
+# alone); it reads a bare object, or one beside `additionalProperties: true`, as open.
+
+FREE_FORM = {"type": "object", "description": "Any JSON object."}
+
+
+@pytest.mark.parametrize(
+    ("preset", "sent"),
+    [
+        ("llama-cpp", {**FREE_FORM, "properties": {}, "additionalProperties": True}),
+        ("openai", {**FREE_FORM, "properties": {}}),
+        ("vllm", {**FREE_FORM, "properties": {}}),
+    ],
+)
+def test_a_free_form_object_tool_stays_open_to_any_key_on_llama_cpp(
+    preset: str, sent: dict[str, Any]
+) -> None:
+    tool = ToolDefinition(name="log_event", parameters=FREE_FORM)
+    body, _ = _prepared(preset, ChatRequest("gpt-5").user("go").add_tool(tool))
+    assert body["tools"] == [
+        {"type": "function", "function": {"name": "log_event", "parameters": sent}}
+    ]
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        {"type": "object", "additionalProperties": {"type": "string"}},
+        {"type": "object", "additionalProperties": False},
+        {"type": "object", "additionalProperties": True},
+    ],
+)
+def test_on_llama_cpp_an_objects_own_additional_properties_is_kept_beside_empty_ones(
+    given: dict[str, Any],
+) -> None:
+    # What other keys may be is already said: the converter reads it alike either way.
+    tool = ToolDefinition(name="f", parameters=given)
+    body, _ = _prepared("llama-cpp", ChatRequest("m").user("go").add_tool(tool))
+    assert body["tools"][0]["function"]["parameters"] == {**given, "properties": {}}
 
 
 STRICT_NO_ARGUMENTS = {

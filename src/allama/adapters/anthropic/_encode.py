@@ -775,7 +775,13 @@ class _Encoder:
         Property keys should match pattern '^[a-zA-Z0-9_.-]{1,64}$'") to `@type`, `$top`,
         `prénom`, a key over 64 characters. Only the top level is checked, as Anthropic
         checks it (a nested object's keys are taken). The extraction's forced tool is named
-        by the type's fields, which the caller can rename or alias."""
+        by the type's fields, which the caller can rename or alias.
+
+        Only where Anthropic's own service answers (`verified`: Anthropic, a gateway in
+        front of it, Claude in Microsoft Foundry): an Anthropic-compatible host serves its
+        own models and documents no such rule, so the keys go there as given."""
+        if not self.profile.verified:
+            return
         properties = schema.get("properties")
         if not isinstance(properties, dict):
             return
@@ -1519,7 +1525,8 @@ def encode_request(
     of another type, of no data or of invalid base64, no message but system ones), for
     a tool whose parameters are not an object, hold a root `allOf` that cannot be folded
     into the root, or name a property at their top level by a key Anthropic refuses
-    (`^[a-zA-Z0-9_.-]{1,64}$`), and for tools of one name (the body option's among them).
+    (`^[a-zA-Z0-9_.-]{1,64}$`, on Anthropic's own service), and for tools of one name (the
+    body option's among them).
     """
     encoder = _Encoder(request, profile, family, degradations, stream=stream, headers=headers)
     body = encoder.body()

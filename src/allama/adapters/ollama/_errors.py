@@ -17,7 +17,9 @@ the message:
   support thinking") is an `UnsupportedError` on `tools` / `reasoning_effort`;
 - an input longer than the context ("exceeds the context length", llama-server's
   "exceeds the available context size") is a `ContextWindowExceededError`: what Ollama
-  answers to the `truncate: false` allama sends, where it would otherwise cut the prompt;
+  answers to the `truncate: false` allama sends, where it would otherwise cut the prompt.
+  Its message adds the remedies, a larger `num_ctx` or `truncate: true` in the body
+  option, unless the server is Ollama's cloud, which does not say that it reads `num_ctx`;
 - a model larger than the memory the server has ("model requires more system memory (12.0
   GiB) than is available (8.0 GiB)") is a `ServerError` that is not retryable: each try
   would load the model again, into the same memory;
@@ -119,7 +121,17 @@ def _pull_remedy(message: str, model: str | None) -> str:
     return f"{message} (pull it with `ollama pull {name}`)"
 
 
-def _by_message(message: str) -> Error | None:
+def _context_remedy(message: str) -> str:
+    """The full-context message with what lets the prompt through: the context Ollama gives
+    a model (`num_ctx`) is often far below the model's own, and `truncate: false` (sent by
+    allama) is why the prompt was not cut to fit."""
+    return (
+        f'{message} (raise `num_ctx` in the body option `ollama`, as `"options": '
+        '{"num_ctx": 8192}`, or send `"truncate": true` there to let Ollama cut the prompt)'
+    )
+
+
+def _by_message(message: str, *, cloud: bool) -> Error | None:
     """The error the message alone says, whatever the status."""
     if re.search(_FORMAT, message):
         return UnsupportedError(
@@ -132,7 +144,7 @@ def _by_message(message: str) -> Error | None:
             message, field=RequestField.REASONING_EFFORT, stage=UnsupportedStage.PROVIDER
         )
     if re.search(_CONTEXT_WORDS, message):
-        return ContextWindowExceededError(message)
+        return ContextWindowExceededError(message if cloud else _context_remedy(message))
     return None
 
 
@@ -154,7 +166,7 @@ def _classify(
         return AuthenticationError(message)
     if status == 403:
         return PermissionDeniedError(message)
-    known = _by_message(message)
+    known = _by_message(message, cloud=cloud)
     if known is not None:
         return known
     if status == 408:

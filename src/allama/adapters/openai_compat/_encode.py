@@ -612,7 +612,9 @@ class _Encoder:
                     )
         parameters = self.without_schema_ids(parameters, RequestField.TOOLS, f"tool `{tool.name}`")
         parameters = _object_typed(self.in_taken_shapes(parameters, f"tool `{tool.name}`"))
-        parameters = _with_properties(parameters)
+        parameters = _with_properties(
+            parameters, open_beside=self.profile.tool_dialect is SchemaDialect.LLAMA_CPP
+        )
         function = _present(
             name=tool.name, description=tool.description, parameters=parameters, strict=strict
         )
@@ -1595,13 +1597,20 @@ _NONE_REQUIRED: tuple[str, list[Any]] = ("required", [])
 """A root's `required` that names no key: as good as none, beside `properties` left empty."""
 
 
-def _with_properties(schema: dict[str, Any]) -> dict[str, Any]:
+def _with_properties(schema: dict[str, Any], *, open_beside: bool) -> dict[str, Any]:
     """`schema` with `"properties": {}` at an object root that has none: OpenAI answers 400
     to one without (`invalid_function_parameters`, "object schema missing properties",
     gpt-5), as the default `{"type": "object"}` of a tool of no arguments is. An empty
-    `properties` allows every key it allowed, so it goes to every endpoint alike."""
+    `properties` allows every key it allowed, save in llama.cpp's converter, whose grammar
+    reads `properties` without `additionalProperties` as an object closed to any other key
+    (measured: a bare object's call then writes only `{}`). There (`open_beside`, where the
+    tool's arguments are compiled by it) `"additionalProperties": true` goes beside them,
+    as the llama.cpp dialect writes one it gives `properties`: the object stays open to
+    any key, as the root without them was."""
     if schema.get("type") != "object" or "properties" in schema:
         return schema
+    if open_beside and "additionalProperties" not in schema:
+        return {**schema, "properties": {}, "additionalProperties": True}
     return {**schema, "properties": {}}
 
 
