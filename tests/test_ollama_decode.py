@@ -642,8 +642,8 @@ LLAMA_SERVER_CONTEXT = {
 
 
 CONTEXT_REMEDY = (
-    ' (raise `num_ctx` in the body option `ollama`, as `"options": {"num_ctx": 8192}`, or '
-    'send `"truncate": true` there to let Ollama cut the prompt)'
+    " (give the model a larger context, `num_ctx` in the body option `ollama`'s "
+    '`"options"`, or send `"truncate": true` there to let Ollama cut the prompt)'
 )
 
 
@@ -674,11 +674,7 @@ def test_a_full_context_window_says_how_to_let_the_prompt_through() -> None:
     target, recorder = provider("ollama", (400, {"error": message}))
     with pytest.raises(ContextWindowExceededError) as caught:
         target.chat(ChatRequest("llama3.1").user("a long document"))
-    assert caught.value.message == (
-        "the input length exceeds the context length (raise `num_ctx` in the body option "
-        '`ollama`, as `"options": {"num_ctx": 8192}`, or send `"truncate": true` there to let '
-        "Ollama cut the prompt)"
-    )
+    assert caught.value.message == ("the input length exceeds the context length" + CONTEXT_REMEDY)
     assert recorder.bodies[0]["truncate"] is False and len(recorder.bodies) == 1
     error = error_of(400, {"error": message}, model="llama3.1")
     assert error.message == caught.value.message

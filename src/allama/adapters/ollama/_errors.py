@@ -126,8 +126,9 @@ def _context_remedy(message: str) -> str:
     a model (`num_ctx`) is often far below the model's own, and `truncate: false` (sent by
     allama) is why the prompt was not cut to fit."""
     return (
-        f'{message} (raise `num_ctx` in the body option `ollama`, as `"options": '
-        '{"num_ctx": 8192}`, or send `"truncate": true` there to let Ollama cut the prompt)'
+        f"{message} (give the model a larger context, `num_ctx` in the body option "
+        '`ollama`\'s `"options"`, or send `"truncate": true` there to let Ollama cut the '
+        "prompt)"
     )
 
 
