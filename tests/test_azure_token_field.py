@@ -5,6 +5,7 @@ schema (its `stream_options` it has)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -228,37 +229,31 @@ INFERENCE_VERSION = {"api-version": "2024-05-01-preview"}
 
 
 @pytest.mark.parametrize(
-    ("endpoint", "url", "params"),
+    ("endpoint", "url"),
     [
-        (FOUNDRY, f"{FOUNDRY}/models/chat/completions", INFERENCE_VERSION),
-        (f"{FOUNDRY}/models", f"{FOUNDRY}/models/chat/completions", INFERENCE_VERSION),
-        (f"{FOUNDRY}/openai/v1", f"{FOUNDRY}/openai/v1/chat/completions", {}),
-        (f"{FOUNDRY}/OpenAI/V1/", f"{FOUNDRY}/openai/v1/chat/completions", {}),
-        (
-            f"{FOUNDRY}/openai/v1?api-version=preview",
-            f"{FOUNDRY}/openai/v1/chat/completions",
-            {"api-version": "preview"},
-        ),
+        (FOUNDRY, f"{FOUNDRY}/models/chat/completions"),
+        (f"{FOUNDRY}/models", f"{FOUNDRY}/models/chat/completions"),
     ],
 )
-def test_azure_foundrys_v1_api_gets_no_dated_api_version(
-    endpoint: str, url: str, params: dict[str, str]
-) -> None:
+def test_azure_foundrys_model_inference_api_gets_its_api_version(endpoint: str, url: str) -> None:
     target = allama.provider("azure-foundry", api_key="k", endpoint=endpoint)
     http, _ = target._prepare(ChatRequest("DeepSeek-R1").user("Hi"), stream=False)
-    assert (http.url, dict(http.params)) == (url, params)
+    assert (http.url, dict(http.params)) == (url, INFERENCE_VERSION)
 
 
-def test_a_dated_api_version_on_azure_foundrys_v1_api_is_refused_not_dropped() -> None:
+@pytest.mark.parametrize("endpoint", [f"{FOUNDRY}/openai/v1", f"{FOUNDRY}/OpenAI/V1/"])
+def test_azure_foundrys_v1_api_is_azure_openais_to_speak(endpoint: str) -> None:
+    """The resource's v1 API is OpenAI's: spoken by the model-inference profile, a stream
+    came without usage (no `stream_options`) and efforts and log-probabilities were left
+    out, all of which it takes."""
     with pytest.raises(ValueError) as caught:
-        allama.provider(
-            "azure-foundry",
-            api_key="k",
-            endpoint=f"{FOUNDRY}/openai/v1",
-            api_version="2024-05-01-preview",
-        )
+        allama.provider("azure-foundry", api_key="k", endpoint=endpoint)
     assert str(caught.value) == (
-        "azure-foundry's v1 API (an endpoint ending in /openai/v1) takes no dated api-version: "
-        "leave out api_version= (one goes only on the model-inference API: the resource URL "
-        "alone, or it with /models, as the endpoint)"
+        "an endpoint ending in /openai/v1 is the resource's OpenAI v1 API, which takes what "
+        "the model-inference API refuses (stream usage, reasoning efforts, log-probabilities): "
+        "use allama.provider('azure-openai', endpoint=...)"
     )
+    target = allama.provider("azure-openai", api_key="k", endpoint=endpoint)
+    http, _ = target._prepare(ChatRequest("DeepSeek-R1").user("Hi"), stream=True)
+    assert http.url == f"{FOUNDRY}/openai/v1/chat/completions"
+    assert json.loads(http.content)["stream_options"] == {"include_usage": True}

@@ -329,11 +329,12 @@ _PRESETS: tuple[Preset, ...] = (
         # `api-key` header (or an Entra ID bearer token in `headers=`). It serves many model
         # families (OpenAI, Grok, Llama, Mistral, DeepSeek, Phi), whose schema support Azure
         # does not publish per model, so schemas pass through unchecked. The resource's v1 API
-        # (https://<resource>.services.ai.azure.com/openai/v1) serves them too, and takes no
-        # dated api-version, as Azure OpenAI's does. The API rejects parameters outside its
-        # request schema (ChatCompletionsOptions: no `stream_options`, `reasoning_effort`,
-        # `parallel_tool_calls`, `logprobs` or `top_logprobs`; the last three its capability
-        # table refuses), so none is sent.
+        # (https://<resource>.services.ai.azure.com/openai/v1) serves them too, but is OpenAI's
+        # API, as Azure OpenAI's v1 is (no dated api-version; stream usage, reasoning efforts
+        # and log-probabilities taken): `azure-openai` speaks it. The model-inference API
+        # rejects parameters outside its request schema (ChatCompletionsOptions: no
+        # `stream_options`, `reasoning_effort`, `parallel_tool_calls`, `logprobs` or
+        # `top_logprobs`; the last three its capability table refuses), so none is sent.
         "azure-foundry",
         WireProfile(
             "azure-foundry",
@@ -354,9 +355,14 @@ _PRESETS: tuple[Preset, ...] = (
         api_version="2024-05-01-preview",
         resource_host=".services.ai.azure.com",
         resource_path="/models",
-        direct_suffix="/openai/v1",
-        versioned_urls="the model-inference API: the resource URL alone, or it with /models, "
-        "as the endpoint",
+        refused_suffixes=(
+            (
+                "/openai/v1",
+                "an endpoint ending in /openai/v1 is the resource's OpenAI v1 API, which takes "
+                "what the model-inference API refuses (stream usage, reasoning efforts, "
+                "log-probabilities): use allama.provider('azure-openai', endpoint=...)",
+            ),
+        ),
         missing_url_hint="pass endpoint= or set AZURE_INFERENCE_ENDPOINT",
     ),
     Preset(
