@@ -4,8 +4,9 @@ Server-side compaction (beta `compact-2026-01-12`) lists each pass in `usage.ite
 (a compaction pass, then the message's), and its top-level counts are the last pass's
 alone: the billed total is the sum over the passes. A server tool loop (web searches)
 reports its input summed over its passes, each of which Anthropic bills at the long-context
-rates only where its own input is over 200,000 tokens: a sum over that says nothing of any
-pass, unless `usage.iterations` lists them, when each is priced at its own rates. Each is
+rates only where its own input is over the model's threshold (200,000 tokens on Sonnet 4.5,
+100,000 on Haiku 5.5, as its prices' tier starts): a sum over that says nothing of any pass,
+unless `usage.iterations` lists them, when each is priced at its own rates. Each is
 run through the preset over a mock transport, as a body and as a stream.
 
 The recorded server tool loop is in the corpus (`ALLAMA_CORPUS_DIR`, default
@@ -303,10 +304,15 @@ def test_a_server_tool_loop_within_200k_is_priced_at_the_standard_rates() -> Non
 # A server tool loop that lists its passes: each priced at the rates of its own input.
 
 
-def _loop(passes: list[dict[str, Any]], *, listed: bool = True) -> dict[str, Any]:
-    """A server tool loop of claude-sonnet-4-5 (two web searches) over `passes`, its
-    top-level counts their sums (Anthropic's cumulative counts); `listed=False` leaves
-    `usage.iterations` out."""
+def _loop(
+    passes: list[dict[str, Any]],
+    *,
+    listed: bool = True,
+    model: str = "claude-sonnet-4-5-20250929",
+) -> dict[str, Any]:
+    """A server tool loop of `model` (two web searches) over `passes`, its top-level counts
+    their sums (Anthropic's cumulative counts); `listed=False` leaves `usage.iterations`
+    out."""
     usage: dict[str, Any] = {
         key: sum(entry.get(key, 0) for entry in passes)
         for key in (
@@ -325,7 +331,7 @@ def _loop(passes: list[dict[str, Any]], *, listed: bool = True) -> dict[str, Any
     usage["server_tool_use"] = {"web_search_requests": 2}
     if listed:
         usage["iterations"] = passes
-    return _plain("claude-sonnet-4-5-20250929", usage)
+    return _plain(model, usage)
 
 
 def _pass(uncached: int, output: int, *, read: int = 0, written: int = 0) -> dict[str, Any]:
@@ -450,6 +456,92 @@ def test_a_paid_failure_that_lists_its_passes_costs_what_the_answer_does() -> No
         answered.input,
         answered.output,
         Decimal("2.066"),
+    )
+
+
+# Long-context rates from a threshold the price data holds: Claude Haiku 5.5's at 100,000
+# ($0.10 in, $0.50 out a million under it; $0.50 and $2.50 over it).
+
+HAIKU = "claude-haiku-5-5"
+
+# Three passes of 80,000 input tokens each: 240,000 summed, none over 100,000.
+UNDER_100K = [_pass(80000, 1000), _pass(80000, 1000), _pass(80000, 1000)]
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["body", "stream"])
+def test_a_listed_haiku_5_5_loop_with_every_pass_within_100k_is_priced_at_standard_rates(
+    streamed: bool,
+) -> None:
+    response = _answer(HAIKU, _loop(UNDER_100K, model=HAIKU), streamed=streamed)
+    assert response.usage == Usage(
+        input_tokens=240000, output_tokens=3000, cache_read_tokens=0, cache_write_tokens=0
+    )
+    cost = _record(response).cost
+    assert cost is not None
+    # 240,000 at $0.10 and 3,000 at $0.50 a million, two searches at $10 a thousand (not the
+    # rates over 100,000 of the sum: $0.1475).
+    assert (cost.input, cost.output, cost.total) == (
+        Decimal("0.024"),
+        Decimal("0.0015"),
+        Decimal("0.0455"),
+    )
+    import genai_prices
+
+    assert cost.source == f"genai-prices {genai_prices.__version__}, anthropic/claude-haiku-5-5"
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["body", "stream"])
+def test_listed_haiku_5_5_passes_over_100k_alone_are_priced_at_the_rates_over_it(
+    streamed: bool,
+) -> None:
+    response = _answer(HAIKU, _loop(ONE_OVER, model=HAIKU), streamed=streamed)
+    cost = _record(response).cost
+    assert cost is not None
+    # The 150,000 and 250,000 passes over 100,000: 340,000 uncached at $0.50, 50,000 cache
+    # reads at $0.05, 10,000 one-hour writes at $1 a million ($0.1825), 700 out at $2.50
+    # ($0.00175). The 90,000 one under it: 85,000 uncached at $0.10, 5,000 one-hour writes at
+    # $0.20 ($0.0095), 500 out at $0.50 ($0.00025). Two searches at $10 a thousand ($0.02).
+    assert (cost.input, cost.output, cost.total) == (
+        Decimal("0.192"),
+        Decimal("0.002"),
+        Decimal("0.214"),
+    )
+
+
+def test_a_haiku_5_5_loop_over_100k_summed_that_lists_no_passes_has_no_cost() -> None:
+    response = _answer(HAIKU, _loop(UNDER_100K, listed=False, model=HAIKU), streamed=False)
+    record = _record(response)
+    assert record.cost is None
+    assert record.cost_missing == (
+        "its 240000 input tokens are summed over the sampling passes of a server tool loop "
+        "(2 web searches), and a pass is billed at the model's long-context rates only "
+        "where its own input is over 100,000: the passes' sizes are unknown "
+        "(anthropic/claude-haiku-5-5)"
+    )
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["body", "stream"])
+def test_one_haiku_5_5_request_over_100k_is_priced_at_the_rates_over_it(streamed: bool) -> None:
+    message = _plain(HAIKU, {"input_tokens": 150000, "output_tokens": 1000})
+    cost = _record(_answer(HAIKU, message, streamed=streamed)).cost
+    assert cost is not None
+    # 150,000 at $0.50 and 1,000 at $2.50 a million.
+    assert (cost.input, cost.output, cost.total) == (
+        Decimal("0.075"),
+        Decimal("0.0025"),
+        Decimal("0.0775"),
+    )
+
+
+def test_the_same_listed_loop_of_sonnet_4_5_is_priced_at_its_standard_rates() -> None:
+    response = _answer("claude-sonnet-4-5", _loop(UNDER_100K), streamed=False)
+    cost = _record(response).cost
+    assert cost is not None
+    # Each pass within its 200,000: 240,000 at $3 and 3,000 at $15 a million, two searches.
+    assert (cost.input, cost.output, cost.total) == (
+        Decimal("0.72"),
+        Decimal("0.045"),
+        Decimal("0.785"),
     )
 
 

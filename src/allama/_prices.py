@@ -100,9 +100,7 @@ from allama.types._response import (
     GROUNDED_SEARCHES,
     IMAGE_GENERATION_CALLS,
     INFERENCE_GEO_PREFIX,
-    LONG_CONTEXT_INPUT,
-    LONG_CONTEXT_PASSES,
-    LONG_CONTEXT_PREFIX,
+    PASS_PREFIX,
     PREVIEW_WEB_SEARCHES,
     PROVISIONED_THROUGHPUT,
     SAMPLING_PASSES,
@@ -676,14 +674,17 @@ def _price_charge(
     snapshot = genai_prices.data_snapshot.get_snapshot()
     if snapshot.from_auto_update:  # `UpdatePrices` fetched newer prices than the package's
         label += f" (prices of {snapshot.timestamp:%Y-%m-%d})"
-    if (usage.input_tokens or 0) > _LONG_CONTEXT and _LONG_CONTEXT_TIERED.search(gp_model.id):
+    threshold = _long_context_start(gp_model, when, context)
+    if threshold is not None and (usage.input_tokens or 0) > threshold:
         if passes is not None:
             model_price = gp_model.get_prices(when, context)
-            by_pass = _by_pass(genai_prices, model_price, usage, extras, passes, ref)
+            by_pass = _by_pass(genai_prices, model_price, usage, extras, passes, threshold, ref)
             if isinstance(by_pass, str):
                 return by_pass
             return replace(by_pass, source=f"{label}, {ref}", batch=batch), ref, label
-        reason = _long_context_unknown(usage, extras, gp_model, when, context, version, ref)
+        reason = _long_context_unknown(
+            usage, extras, gp_model, when, context, threshold, version, ref
+        )
         if reason:
             return reason
     if (
@@ -817,16 +818,34 @@ _SEARCH_MODEL = re.compile(r"-search-(?:preview|api)(?:\b|-|$)")
 `gpt-5-search-api`): every call searches, billed per call beside the tokens; genai-prices
 prices their tokens alone (a dated one as the model it is built on)."""
 
-_LONG_CONTEXT = LONG_CONTEXT_INPUT
-"""Input tokens above which Anthropic bills a request (each sampling pass of it) at its
-long-context rates."""
+_LONG_CONTEXT = 200_000
+"""Input tokens above which Anthropic bills a request to Claude Sonnet 4 or 4.5 (each
+sampling pass of it) at its long-context rates, where the price data holds no tier that
+says so (`_LONG_CONTEXT_TIERED`)."""
 
 _LONG_CONTEXT_TIERED = re.compile(r"claude-sonnet-4(?:[-.]5|-0)?(?:$|[@:]|-(?:v\d|\d{8}))")
 """genai-prices' ids of Claude Sonnet 4 and 4.5 (Anthropic's, Bedrock's, Vertex AI's),
-billed at long-context rates above `_LONG_CONTEXT` input tokens (their 1M context window):
-where their prices hold no such tier, no cost (later models are priced flat across the
-window); nor where the input is summed over a server tool loop's passes, which are billed
-each by its own size, unless the usage lists them (`_by_pass`; `_long_context_unknown`)."""
+billed at long-context rates above `_LONG_CONTEXT` input tokens (their 1M context window)
+whether or not their prices hold that tier: where they hold none, no cost (rather than the
+standard rates of a long request)."""
+
+_CLAUDE = re.compile(r"claude")
+"""genai-prices' ids of Anthropic's models (on any provider): a call of one that ran
+server tools (web searches) sums its sampling passes' input, each billed by its own size."""
+
+
+def _long_context_start(
+    gp_model: Any, when: datetime, context: Mapping[str, str] | None
+) -> int | None:
+    """The input tokens above which `gp_model` is billed at other rates, as its prices'
+    tiers start (the lowest; Claude Haiku 5.5's at 100,000, Sonnet 4.5's at 200,000), or
+    `_LONG_CONTEXT` for a model Anthropic bills so whose prices lack the tier; `None` for
+    one priced flat across its context window."""
+    prices = vars(gp_model.get_prices(when, context)).values()
+    starts: list[int] = [tier.start for price in prices for tier in getattr(price, "tiers", ())]
+    if starts:
+        return min(starts)
+    return _LONG_CONTEXT if _LONG_CONTEXT_TIERED.search(gp_model.id) else None
 
 
 def _long_context_unknown(
@@ -835,30 +854,31 @@ def _long_context_unknown(
     gp_model: Any,
     when: datetime,
     context: Mapping[str, str] | None,
+    threshold: int,
     version: str,
     ref: str,
 ) -> str:
-    """Why a call of a model with long-context rates (`_LONG_CONTEXT_TIERED`) whose input
-    is over `_LONG_CONTEXT` has no cost; ``""`` where its price is known.
+    """Why a call of a model with long-context rates whose input is over their `threshold`
+    (`_long_context_start`) has no cost; ``""`` where its price is known.
 
-    Anthropic bills a request over 200,000 input tokens (the 1M context window) at its
-    long-context rates, every token of it, and each sampling pass of a server tool loop by
-    its own input. The usage of a call that ran server tools (web searches) sums its passes'
-    input, which passes all under the threshold reach as well as one over it: the rates of
-    the sum would be about twice the bill of the first. Prices without that tier would give
-    about half the bill of a single request over it.
+    Anthropic bills a request over the threshold at its long-context rates, every token of
+    it, and each sampling pass of a server tool loop by its own input. The usage of a call
+    that ran server tools (web searches) sums its passes' input, which passes all under the
+    threshold reach as well as one over it: the rates of the sum would be several times the
+    bill of the first. Prices without that tier (Sonnet 4's) would give about half the bill
+    of a single request over it.
     """
     searches = extras.get("web_searches", 0)
-    if searches > 0:
+    if searches > 0 and _CLAUDE.search(gp_model.id):
         return (
             f"its {usage.input_tokens} input tokens are summed over the sampling passes of a "
             f"server tool loop ({searches} web searches), and a pass is billed at the model's "
-            f"long-context rates only where its own input is over {_LONG_CONTEXT:,}: the "
+            f"long-context rates only where its own input is over {threshold:,}: the "
             f"passes' sizes are unknown ({ref})"
         )
     if not _tiered(gp_model, when, context):
         return (
-            f"{usage.input_tokens} input tokens are over {_LONG_CONTEXT:,}, billed at the "
+            f"{usage.input_tokens} input tokens are over {threshold:,}, billed at the "
             f"model's long-context rates, which genai-prices {version} does not hold for {ref}"
         )
     return ""
@@ -882,27 +902,27 @@ not): where their prices hold no such tier and xAI reported no total
 (`grok-4.20`, `grok-4.3`) have their tiers, at 200,000, in the price data."""
 
 
-_OVER_COUNTS = (
+_PASS_COUNTS = (
     "input_tokens",
     "output_tokens",
     "cache_read_tokens",
     "cache_write_tokens",
     "cache_write_1h_tokens",
 )
-"""The counts `billed_extras` gives of the passes over `_LONG_CONTEXT` (`LONG_CONTEXT_PREFIX`)."""
+"""The counts `billed_extras` gives of each sampling pass (`PASS_PREFIX`)."""
 
 
-def _passes(extras: dict[str, int]) -> dict[str, int]:
-    """The sampling passes' counts `billed_extras` gave (`SAMPLING_PASSES`), taken out of
-    `extras`: how many passes, how many over `_LONG_CONTEXT` and the genai-prices usage
-    counts of those (none missing)."""
-    found = {
-        SAMPLING_PASSES: extras.pop(SAMPLING_PASSES),
-        LONG_CONTEXT_PASSES: extras.pop(LONG_CONTEXT_PASSES, 0),
-    }
-    for name in _OVER_COUNTS:
-        found[name] = extras.pop(LONG_CONTEXT_PREFIX + name, 0)
-    return found
+def _passes(extras: dict[str, int]) -> tuple[int, list[dict[str, int]]]:
+    """The sampling passes `billed_extras` gave (`SAMPLING_PASSES`), taken out of `extras`:
+    how many, and the genai-prices usage counts of each it gave any of (none missing). A
+    key not of this form is left in `extras`, which has no price for it: no cost."""
+    count = extras.pop(SAMPLING_PASSES)
+    listed: dict[str, dict[str, int]] = {}
+    for key in [key for key in extras if key.startswith(PASS_PREFIX)]:
+        index, _, name = key.removeprefix(PASS_PREFIX).partition(":")
+        if index.isdigit() and name in _PASS_COUNTS:
+            listed.setdefault(index, dict.fromkeys(_PASS_COUNTS, 0))[name] = extras.pop(key)
+    return count, list(listed.values())
 
 
 def _by_pass(
@@ -910,53 +930,49 @@ def _by_pass(
     model_price: Any,
     usage: Usage,
     extras: Mapping[str, int],
-    passes: Mapping[str, int],
+    passes: tuple[int, list[dict[str, int]]],
+    threshold: int,
     ref: str,
 ) -> Cost | str:
     """The cost of a call whose sampling passes the usage lists (`passes`, from `_passes`),
-    of a model with long-context rates: the passes over `_LONG_CONTEXT` input tokens at
-    those rates, the others at the standard ones, as Anthropic bills each pass by its own
-    input (genai-prices would price the sum at the rates of its size); else why not."""
+    of a model with long-context rates over `threshold` input tokens: each pass at the rates
+    of its own input, as Anthropic bills it (genai-prices would price the sum at the rates
+    of its size), and what the passes leave of the usage (the searches) at the standard
+    ones; else why not."""
     version: str = genai_prices.__version__
-    over = passes[LONG_CONTEXT_PASSES]
+    count, listed = passes
+    over = [counts for counts in listed if counts["input_tokens"] > threshold]
     tiered = {key: value for key, value in vars(model_price).items() if hasattr(value, "tiers")}
     if over and not tiered:
         return (
-            f"its sampling passes over {_LONG_CONTEXT:,} input tokens ({over} of "
-            f"{passes[SAMPLING_PASSES]}, {passes['input_tokens']} input tokens in all) are "
+            f"its sampling passes over {threshold:,} input tokens ({len(over)} of {count}, "
+            f"{sum(counts['input_tokens'] for counts in over)} input tokens in all) are "
             f"billed at the model's long-context rates, which genai-prices {version} does "
             f"not hold for {ref}"
-        )
-    if any(tier.start != _LONG_CONTEXT for value in tiered.values() for tier in value.tiers):
-        return (
-            f"genai-prices {version} prices {ref} by tiers other than Anthropic's "
-            f"long-context one at {_LONG_CONTEXT:,} input tokens, by which its sampling "
-            "passes cannot be priced each at its own"
         )
     unpriced = _unpriced(model_price, extras, audio_as_text=False)
     if unpriced:
         return f"genai-prices {version} has no price for the {unpriced} of {ref}"
     kind = type(model_price)
     standard = kind(**{**vars(model_price), **{k: v.base for k, v in tiered.items()}})
-    # The passes under the threshold are the rest, with what is billed per call (searches).
+    summed = {name: sum(counts[name] for counts in listed) for name in _PASS_COUNTS}
+    # What the passes leave of the usage, with what is billed per call (searches).
     rest = {
-        "input_tokens": (usage.input_tokens or 0) - passes["input_tokens"],
-        "output_tokens": (usage.output_tokens or 0) - passes["output_tokens"],
-        "cache_read_tokens": (usage.cache_read_tokens or 0) - passes["cache_read_tokens"],
-        "cache_write_tokens": (usage.cache_write_tokens or 0) - passes["cache_write_tokens"],
+        "input_tokens": (usage.input_tokens or 0) - summed["input_tokens"],
+        "output_tokens": (usage.output_tokens or 0) - summed["output_tokens"],
+        "cache_read_tokens": (usage.cache_read_tokens or 0) - summed["cache_read_tokens"],
+        "cache_write_tokens": (usage.cache_write_tokens or 0) - summed["cache_write_tokens"],
     }
     rest_extras = {k: v for k, v in extras.items() if k != "cache_write_5m_tokens"}
     if "cache_write_1h_tokens" in rest_extras:
-        rest_extras["cache_write_1h_tokens"] -= passes["cache_write_1h_tokens"]
+        rest_extras["cache_write_1h_tokens"] -= summed["cache_write_1h_tokens"]
     if min(*rest.values(), *rest_extras.values()) < 0:
         return (
             f"the sampling passes its usage lists count more than the usage itself, which "
             f"genai-prices {version} cannot price for {ref}"
         )
-    priced = [(standard, {**rest, **rest_extras})]
-    if over:
-        long = kind(**{**vars(model_price), **{k: v.tiers[-1].price for k, v in tiered.items()}})
-        priced.append((long, {name: passes[name] for name in _OVER_COUNTS}))
+    # Each pass priced alone, at the tier its own input reaches.
+    priced = [(standard, {**rest, **rest_extras}), *((model_price, c) for c in listed)]
     try:
         parts = [price.calc_price(genai_prices.Usage(**counts)) for price, counts in priced]
     except ValueError as why:  # Counts that do not add up (more cached than input).

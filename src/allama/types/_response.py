@@ -133,17 +133,13 @@ GROUNDED_SEARCHES = "grounded_searches"
 a free quota."""
 SAMPLING_PASSES = "sampling_passes"
 """How many sampling passes Anthropic's `usage.iterations` lists (billed at the message's
-model), given only where their input sums past `LONG_CONTEXT_INPUT`: a pass is billed at
-the long-context rates by its own input, so the price needs to know which were over."""
-LONG_CONTEXT_PASSES = "long_context_passes"
-"""How many of those passes are over `LONG_CONTEXT_INPUT` input tokens (given where any is)."""
-LONG_CONTEXT_PREFIX = "long_context_"
-"""Before a genai-prices usage name (`input_tokens`, `output_tokens`, `cache_read_tokens`,
-`cache_write_tokens`, `cache_write_1h_tokens`): that count summed over the passes over
-`LONG_CONTEXT_INPUT` alone, a part of the usage's (given where it is more than none)."""
-LONG_CONTEXT_INPUT = 200_000
-"""Input tokens (cached or not) above which Anthropic bills a sampling pass at its
-long-context rates (Claude Sonnet 4 and 4.5)."""
+model), given wherever it lists them: a pass is billed at a model's long-context rates by
+its own input, not the sum's, over a threshold only the model's prices say (`PASS_PREFIX`)."""
+PASS_PREFIX = "pass:"
+"""Before `<index>:<usage name>`: a genai-prices usage count (`input_tokens`, all the
+input, cached or not; `output_tokens`; `cache_read_tokens`; `cache_write_tokens`;
+`cache_write_1h_tokens`) of the sampling pass at `<index>` among those `SAMPLING_PASSES`
+counts, a part of the usage's (given where it is more than none)."""
 DECLINED_PASS_PREFIX = "declined_pass:"
 """Before `<index>:<usage name>:<model>`: a genai-prices usage count (`input_tokens`, all
 the input, cached or not; `output_tokens`; `cache_read_tokens`; `cache_write_tokens`; the
@@ -401,34 +397,24 @@ def billed_extras(provider_data: Mapping[str, Mapping[str, Any]]) -> dict[str, i
 
 
 def _long_context_passes(iterations: Any) -> dict[str, int]:
-    """What the price needs of the sampling passes Anthropic's `usage.iterations` lists, where
-    their input (cached or not) sums past `LONG_CONTEXT_INPUT`: how many there are, how many
-    are over it, and the counts of those (`LONG_CONTEXT_PREFIX`). Nothing where it lists no
-    passes its adapter summed (one without its counts: the usage is the top level's)."""
+    """What the price needs of the sampling passes Anthropic's `usage.iterations` lists: how
+    many there are and each one's counts (`PASS_PREFIX`), as a pass is billed at the
+    long-context rates by its own input, over a threshold the model's prices hold (not one
+    fixed here: 100,000 on Claude Haiku 5.5, 200,000 on Sonnet 4.5). Nothing where it lists
+    no passes its adapter summed (one without its counts: the usage is the top level's)."""
     listed = billed_passes(iterations)
     if listed is None:
         return {}
-    passes = 0
-    summed = 0
-    over = dict.fromkeys(_PASS_COUNTS.values(), 0)
-    over_1h = over_count = 0
-    for entry in listed:
+    found = {SAMPLING_PASSES: len(listed)}
+    for index, entry in enumerate(listed):
         counted = _pass_counts(entry)
-        passes += 1
-        summed += counted["input_tokens"]
-        if counted["input_tokens"] > LONG_CONTEXT_INPUT:
-            over_count += 1
-            for key, count in counted.items():
-                over[key] += count
-            split = entry.get("cache_creation")
-            hour = split.get("ephemeral_1h_input_tokens") if isinstance(split, dict) else None
-            over_1h += hour if type(hour) is int else 0
-    if summed <= LONG_CONTEXT_INPUT:
-        return {}  # no pass is over, nor could their sum be taken for one
-    over["cache_write_1h_tokens"] = over_1h
-    found = {SAMPLING_PASSES: passes, LONG_CONTEXT_PASSES: over_count}
-    found.update((LONG_CONTEXT_PREFIX + key, count) for key, count in over.items())
-    return {key: count for key, count in found.items() if count > 0}
+        split = entry.get("cache_creation")
+        hour = split.get("ephemeral_1h_input_tokens") if isinstance(split, dict) else None
+        counted["cache_write_1h_tokens"] = hour if type(hour) is int else 0
+        found.update(
+            (f"{PASS_PREFIX}{index}:{name}", count) for name, count in counted.items() if count > 0
+        )
+    return found
 
 
 _PASS_COUNTS: Mapping[str, str] = {
