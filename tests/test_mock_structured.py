@@ -15,7 +15,9 @@ from typing import Annotated, Any, Literal
 import pytest
 from pydantic import (
     Base64Bytes,
+    Base64Str,
     Base64UrlBytes,
+    Base64UrlStr,
     BaseModel,
     Field,
     Json,
@@ -300,6 +302,12 @@ ROOTS: list[tuple[Any, Any, str]] = [
     (Base64UrlBytes, b"\xfb\xff", '"-_8="'),
     (dict[str, Base64Bytes], {"a": b"\xff"}, '{"a":"/w=="}'),
     (tuple[Json[int], Base64Bytes, bytes], (1, b"\xff", b"ok"), '["1","/w==","ok"]'),
+    (Base64Str, "hello", '"aGVsbG8="'),
+    (Base64UrlStr, "hi?", '"aGk_"'),
+    (list[Base64Str], ["hello", "ok"], '["aGVsbG8=","b2s="]'),
+    (dict[str, Base64Str], {"a": "hello"}, '{"a":"aGVsbG8="}'),
+    (Base64Str | int, "hello", '"aGVsbG8="'),
+    (tuple[Base64Str, str], ("hello", "hello"), '["aGVsbG8=","hello"]'),
 ]
 
 
@@ -308,7 +316,8 @@ ROOTS: list[tuple[Any, Any, str]] = [
 def test_a_value_outside_a_model_is_written_as_its_schema_reads_it(
     run: Run, tp: Any, value: Any, written: str, mode: ExtractionMode
 ) -> None:
-    """As a model writes its fields: `Json` as text, base64 bytes encoded."""
+    """As a model writes its fields: `Json` as text, base64 bytes and text encoded (a
+    `Base64Str` reads the base64 of the text it holds)."""
     provider = MockProvider.with_structured(value)
     extracted = run.extract(provider, tp, in_mode(mode))
     assert extracted.value == value

@@ -120,6 +120,32 @@ def test_sets_and_maps_of_formatted_strings_get_distinct_valid_values(
     assert extracted(tp) == expected
 
 
+@pytest.mark.parametrize(
+    ("tp", "written"),
+    [
+        (Annotated[set[tuple[int, int]], Field(min_length=2)], [[0, 0], [0, 1]]),
+        (Annotated[set[tuple[str, int]], Field(min_length=2)], [["", 0], ["", 1]]),
+        (Annotated[set[tuple[int]], Field(min_length=3)], [[0], [1], [2]]),
+        (Annotated[frozenset[tuple[int, bool]], Field(min_length=2)], [[0, True], [0, False]]),
+    ],
+    ids=lambda x: repr(x)[:40],
+)
+def test_sets_of_fixed_length_tuples_get_distinct_members(tp: Any, written: Any) -> None:
+    """A fixed-length tuple has one least value; a set of them gets each drawn anew."""
+    assert value_for_schema(TypeAdapter(tp).json_schema()) == written
+    assert extracted(tp) == {tuple(each) for each in written}
+
+
+def test_a_set_of_tuples_with_too_few_members_is_refused_at_the_position() -> None:
+    tp = Annotated[set[tuple[Literal["a"]]], Field(min_length=2)]
+    with pytest.raises(InvalidRequestError) as refused:
+        extracted(tp)
+    assert str(refused.value) == (
+        "the response format schema has no value: no value satisfies the schema at "
+        "#/items/1: no item fits this position"
+    )
+
+
 def test_many_distinct_formatted_strings() -> None:
     schema = {
         "type": "array",

@@ -437,6 +437,57 @@ def test_impossible_uniqueness_raises() -> None:
         value_for_schema(schema)
 
 
+def _pair(*items: Any) -> dict[str, Any]:
+    """A fixed-length tuple's schema, as pydantic writes `tuple[int, int]`."""
+    n = len(items)
+    return {"type": "array", "prefixItems": list(items), "minItems": n, "maxItems": n}
+
+
+@pytest.mark.parametrize(
+    ("items", "least", "expected"),
+    [
+        (_pair({"type": "integer"}, {"type": "integer"}), 2, [[0, 0], [0, 1]]),
+        (_pair({"type": "integer"}, {"type": "integer"}), 3, [[0, 0], [0, 1], [0, 2]]),
+        (_pair({"type": "integer"}), 2, [[0], [1]]),
+        (_pair({"type": "string"}, {"type": "integer"}), 2, [["", 0], ["", 1]]),
+        (_pair({"type": "integer"}, {"const": "x"}), 2, [[0, "x"], [1, "x"]]),
+        (
+            {"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 1},
+            2,
+            [[0], [1]],
+        ),
+    ],
+)
+def test_unique_fixed_length_arrays_get_distinct_items(
+    items: dict[str, Any], least: int, expected: list[Any]
+) -> None:
+    """An array of fixed length has one least value, but a set of them needs as many as
+    it asks for: the items are drawn anew in place, the last position first."""
+    schema = {"type": "array", "uniqueItems": True, "minItems": least, "items": items}
+    assert value(schema) == expected
+
+
+@pytest.mark.parametrize(
+    ("items", "least", "where"),
+    [
+        ({"enum": ["a"]}, 2, "#/items/1"),
+        (_pair({"const": "a"}), 2, "#/items/1"),
+        (_pair({"type": "boolean"}), 3, "#/items/2"),
+        (_pair({"type": "boolean"}, {"type": "null"}), 3, "#/items/2"),
+    ],
+)
+def test_a_set_with_too_few_distinct_items_names_the_position(
+    items: dict[str, Any], least: int, where: str
+) -> None:
+    schema = {"type": "array", "uniqueItems": True, "minItems": least, "items": items}
+    with pytest.raises(ValueError) as refused:
+        value_for_schema(schema)
+    assert (
+        str(refused.value)
+        == f"no value satisfies the schema at {where}: no item fits this position"
+    )
+
+
 # References
 
 

@@ -14,6 +14,7 @@ turn bytes into events.
 from __future__ import annotations
 
 import contextlib
+import numbers
 import re
 import sys
 import threading
@@ -858,8 +859,19 @@ def response_events(response: ChatResponse, *, chunk: int | None = None) -> Iter
     """The events a stream of `response` would give, which collect to the same response
     (its warnings, provider data and usage with it): each block's text in deltas of `chunk`
     characters, or in one. For an answer a host sent whole to a streamed call, and for the
-    mock providers' streams."""
+    mock providers' streams.
 
+    `chunk` is checked at the call, not at the first event: a size below 1 gave no deltas
+    at all (a stream that silently lost every text) or failed deep in `range`."""
+    if chunk is not None:
+        if isinstance(chunk, bool) or not isinstance(chunk, numbers.Integral):
+            raise TypeError(f"chunk must be a whole number of characters, not {chunk!r}")
+        if chunk < 1:
+            raise ValueError(f"chunk must be at least 1 character, not {chunk!r}")
+    return _response_events(response, None if chunk is None else int(chunk))
+
+
+def _response_events(response: ChatResponse, chunk: int | None) -> Iterator[StreamEvent]:
     def pieces(text: str) -> list[str]:
         if chunk is None or not text:
             return [text]

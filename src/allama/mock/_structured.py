@@ -69,12 +69,13 @@ class Structured:
     dict, a list, a scalar), written as the model would write it for the type's schema:
     by the names validation reads, secrets (`SecretStr`, `SecretBytes`) as their values,
     `Json` fields as text; a value outside a model is written as the answered schema reads
-    it (as text where it is `Json`, bytes encoded where it is base64; in a union, as the
-    first branch that holds it so written). A value whose JSON does not read back as
-    itself (a serializer of its own format, an excluded field) is a `TypeError`: script
-    its JSON with `MockProvider.with_text`. `usage` is reported with
-    the answer, as the other scripted responses report it, and the answer names the
-    request's model, as a provider's does (so a provider named `openai` prices it).
+    it (as text where it is `Json`, bytes and text encoded where it is base64, as
+    `Base64Bytes` and `Base64Str` read them; in a union, as the first branch that holds it
+    so written). A value whose JSON does not read back as itself (a serializer of its own
+    format, an excluded field) is a `TypeError`: script its JSON with
+    `MockProvider.with_text`. `usage` is reported with the answer, as the other scripted
+    responses report it, and the answer names the request's model, as a provider's does
+    (so a provider named `openai` prices it).
 
     >>> import allama
     >>> from allama.mock import MockProvider
@@ -277,9 +278,9 @@ class _Written:
     data: Any
 
 
-_Tree = _Written | bytes | dict[str, Any] | list[Any]
-"""The value as JSON data, but for the bytes outside models, kept until the schema says
-how it reads them (as UTF-8 text, or base64)."""
+_Tree = _Written | bytes | str | dict[str, Any] | list[Any]
+"""The value as JSON data, but for the bytes and strings outside models, kept until the
+schema says how it reads them (as text, or base64: `Base64Str` reads the base64 of it)."""
 
 
 def _tree(value: Any, where: str, adapters: dict[type, TypeAdapter[Any] | None]) -> _Tree:
@@ -293,6 +294,8 @@ def _tree(value: Any, where: str, adapters: dict[type, TypeAdapter[Any] | None])
         return _Written(json.loads(_model_written(value)))
     if isinstance(value, bytes | bytearray):
         return bytes(value)
+    if type(value) is str:
+        return value
     if isinstance(value, dict):
         return {
             _key(key): _tree(item, f"{where}.{_key(key)}", adapters) for key, item in value.items()
@@ -354,8 +357,9 @@ def _secret_data(secret: Any) -> Any:
 
 def _data(tree: _Tree, schema: Any, root: Any) -> Any:
     """The value as JSON data that `schema` reads: text where the schema is `Json`'s (a
-    string holding JSON), bytes as base64 where its format says so, else as UTF-8 text. In
-    a union, as the first branch that reads the value so written (`_branch_for`)."""
+    string holding JSON), bytes and text as base64 where its format says so (bytes else as
+    UTF-8 text). In a union, as the first branch that reads the value so written
+    (`_branch_for`)."""
     schema = _resolved(schema, root)
     if isinstance(schema, dict) and _one_of(schema):
         null = isinstance(tree, _Written) and tree.data is None
@@ -378,6 +382,8 @@ def _data(tree: _Tree, schema: Any, root: Any) -> Any:
         return tree.data
     if isinstance(tree, bytes):
         return _bytes_data(tree, schema.get("format"))
+    if isinstance(tree, str):
+        return _text_data(tree, schema.get("format"))
     if isinstance(tree, dict):
         properties = schema.get("properties")
         return {
@@ -489,6 +495,16 @@ def _bytes_data(value: bytes, written_as: Any) -> Any:
             f"those bytes as text (format {written_as!r}), not as base64: script text, or "
             f"extract a type that reads base64 (`Base64Bytes`)"
         ) from None
+
+
+def _text_data(value: str, written_as: Any) -> str:
+    """Text as the schema's format reads it: the base64 of its UTF-8 where the format is
+    base64 (`Base64Str` and `Base64UrlStr` read the text that decodes to the value), else
+    as it is."""
+    if written_as in ("base64", "base64url"):
+        encoded: str = _bytes_data(value.encode(), written_as)
+        return encoded
+    return value
 
 
 def _is_model(value: Any) -> bool:

@@ -744,6 +744,14 @@ class _Generator:
             extra, _ = self._item(position(len(items)), [], inner, draws)
             if extra is not _MISSING:
                 yield [*items, extra]
+        # Then one item drawn anew in place, the last position first (as one counts): a set
+        # of fixed-length tuples has as many distinct members as it asks for, as a set of
+        # models has through its properties.
+        for index in reversed(range(len(items))):
+            mark = canonical(items[index])
+            for value in islice(self._gen(position(index), inner), MOST_ITEMS):
+                if canonical(value) != mark:
+                    yield [*items[:index], value, *items[index + 1 :]]
 
     def _item(
         self, nodes: list[_Node], needs: list[_Node], trail: _Trail, draws: _Draws
