@@ -193,16 +193,43 @@ def test_a_body_options_stop_that_cannot_cut_or_is_not_sent_goes_as_given(
 
 
 @SIDES
-@pytest.mark.parametrize("stop", ["}", ":", "{", '{"value', "Value", ': "', "}\n"])
+@pytest.mark.parametrize("stop", ["}", ":", "{", '{"value', ': "', "}\n", " "])
 def test_a_stop_that_could_cut_the_wrapper_of_a_json_answer_is_refused(
     is_async: bool, stop: str
 ) -> None:
+    # `: "` and a space are in the wrapper only as it is written spaced (`{"value": "Yes"}`),
+    # as Mistral's and vLLM's strict output writes it: which form a provider writes is not
+    # known, so both are checked.
     target, recorder = provider("openai", (200, completion('{"value":"Yes"}')))
     request = ChatRequest("gpt-4o-mini", stop=(stop,)).user("Is the sky blue?")
     message = refused(is_async, target, bool, request)
     shown = {"}": '"}"', ":": '":"', "{": '"{"', '{"value': '"{\\"value"'}
-    shown |= {"Value": '"Value"', ': "': '": \\""', "}\n": '"}\\n"'}
+    shown |= {': "': '": \\""', "}\n": '"}\\n"', " ": '" "'}
     assert message == within_wrapper(shown[stop], "`Yes`", "bool")
+    assert recorder.bodies == []
+
+
+@SIDES
+@pytest.mark.parametrize("stop", ["Value", "VALUE", '{"Value"'])
+def test_a_stop_the_wrapper_holds_in_another_case_only_is_sent(is_async: bool, stop: str) -> None:
+    # The key is the schema's (`"value"`), not the model's choice, and servers match a stop
+    # in its case: `Value` cannot cut `{"value":"Yes"}` (it was refused, compared without
+    # case as the options are).
+    target, recorder = provider("openai", (200, completion('{"value":"Yes"}')))
+    request = ChatRequest("gpt-4o-mini", stop=(stop,)).user("Is the sky blue?")
+    decision = decided(is_async, target, Literal["Yes", "No"], request)
+    assert decision.value == "Yes"
+    assert recorder.bodies[0]["stop"] == [stop]
+    assert recorder.bodies[0]["response_format"]["json_schema"]["schema"]["required"] == ["value"]
+
+
+@SIDES
+def test_a_stop_an_option_holds_in_another_case_is_still_refused(is_async: bool) -> None:
+    # The option's text is the model's to write, in any case: `ES` could end `"YES"`.
+    target, recorder = provider("openai", (200, completion('{"value":"Yes"}')))
+    request = ChatRequest("gpt-4o-mini", stop=("ES",)).user("Is the sky blue?")
+    message = refused(is_async, target, Literal["Yes", "No"], request)
+    assert message == within_option('"ES"', "`Yes`", "Literal['Yes', 'No']")
     assert recorder.bodies == []
 
 

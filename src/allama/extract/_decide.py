@@ -371,9 +371,14 @@ def _check_stops(
     servers leave the stop sequence out of the text, so what was written before it would be
     read as another option (`New` of `New York` at `" York"`), or as none, after paying. One
     is within an option where it occurs in it, or begins with its tail (`"York, NY"`), in
-    any case. A JSON answer writes the option as a JSON string, quotes and escapes and all
-    (`in_json`), and where the engine wraps it (`root_wrapped`), inside `{"value": ...}`:
-    a stop within that object would leave the answer unread after paying.
+    any case (the model may write an option in another). A JSON answer writes the option as
+    a JSON string, quotes and escapes and all (`in_json`), and where the engine wraps it
+    (`root_wrapped`), inside `{"value": ...}`: a stop within that object would leave the
+    answer unread after paying. The object's text is the schema's, not the model's choice,
+    and servers match a stop as it is written: it is compared in its case (`Value` cuts no
+    `"value"`). Strict output is written compact by some providers (OpenAI's, xAI's, Groq's
+    `{"value":"Yes"}`) and spaced by others (Mistral's, vLLM's, at times Anthropic's
+    `{"value": "Yes"}`); which a provider writes is not known here, so both are checked.
 
     The stops checked are those the call sends: the request's `stop`, and a body option's
     (`stops_sent`), which would otherwise go unchecked."""
@@ -392,9 +397,9 @@ def _check_stops(
     for stop in sent:
         for option in options.options:
             written = _written_as(option.label, in_json)
-            # Compact, or spaced as `json.dumps` writes it: a model may write either.
+            # Compact, or spaced as `json.dumps` writes it: providers write either.
             objects = (f'{{"{ROOT_KEY}":{written}}}', f'{{"{ROOT_KEY}": {written}}}')
-            if any(_cuts(stop.text.casefold(), each.casefold()) for each in objects):
+            if any(_cuts(stop.text, each) for each in objects):
                 within = (
                     f'the JSON object `{{"{ROOT_KEY}": ...}}` the option '
                     f"{_shown(option.label)} of {options.name} is written in"

@@ -42,7 +42,7 @@ from allama.extract._metadata import (
 from allama.extract._mode import ExtractionMode, SchemaEnforcement
 from allama.extract._parse import Checked, Rejection, ask_again, parse_value
 from allama.extract._root import object_rooted
-from allama.extract._stops import stop_texts
+from allama.extract._stops import SentStop, stops_sent
 from allama.extract._target import Target, requested_mode
 from allama.provider import NOT_INSTALLED, PASSED_BEFORE_SENDING, ChatProvider
 from allama.stream import StreamCollector, with_paid
@@ -473,10 +473,11 @@ def finish(
     target: Target,
     settings: Settings,
     checked: Checked | None = None,
-    stop: tuple[str, ...] = (),
+    stop: tuple[SentStop, ...] = (),
 ) -> Extracted[Any]:
     """Parse a response the extraction is done with (one that will not be retried); `stop`
-    is the stop sequences of the request it answered, as sent (`parse_value`)."""
+    is the stop sequences of the request it answered, as sent, and where each was given
+    (`parse_value`)."""
     named = _answered_by(target, response.provider, response.model)
     parsed = _parse(response, metadata, named, settings, checked, stop)
     if isinstance(parsed, Rejection):
@@ -503,7 +504,7 @@ def _parse(
     named: Target,
     settings: Settings,
     checked: Checked | None = None,
-    stop: tuple[str, ...] = (),
+    stop: tuple[SentStop, ...] = (),
 ) -> tuple[Any, bool, str, bool] | Rejection:
     """`parse_value` of an answer; one the wrapped type does not take is read as the type
     itself where the answering provider sent nothing of the schema (a failover's Claude
@@ -717,7 +718,7 @@ def extract_steps(
         if below is not None:
             raise _answered(below, named).with_response(response)
         try:
-            parsed = _parse(response, metadata, named, settings, stop=stop_texts(provider, derived))
+            parsed = _parse(response, metadata, named, settings, stop=stops_sent(provider, derived))
         except Exception as raised:  # the type's own code (a validator's KeyError)
             metadata.keep_on(raised)  # the passes it paid for go with it
             raise
@@ -758,8 +759,9 @@ class Opened:
     event, an `Error` or `END`; empty when nothing was read."""
     metadata: ExtractionMetadata
     target: Target
-    stop: tuple[str, ...] = ()
-    """The stop sequences of the request the stream was opened with, as sent."""
+    stop: tuple[SentStop, ...] = ()
+    """The stop sequences of the request the stream was opened with, as sent, and where
+    each was given."""
     received: bool = False
     """Whether the provider's response began: an event of the wire's was read (read ahead
     here, or given to the caller since). A stream stopped after that (closed, Ctrl-C) was a
@@ -905,7 +907,7 @@ def open_steps(
                 ahead=ahead,
                 metadata=metadata,
                 target=opened_by,
-                stop=stop_texts(provider, derived),
+                stop=stops_sent(provider, derived),
                 received=any(from_the_wire(item) for item in ahead),
             )
     except BaseException as raised:  # the provider's own, none of allama's (`drive_open`)

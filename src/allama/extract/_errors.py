@@ -265,8 +265,10 @@ class TruncatedError(_Failure):
     limit, raise `max_output_tokens` (on a reasoning model, or lower the reasoning effort);
     at the context window (`finish_reason == "context_window"`), shorten the input, or where
     the output took most of the window, bound the type (the message says which); at a stop
-    sequence (`finish_reason == "stop"`, the sequences in `stop`), leave `stop` out of the
-    extraction; a paused turn continues when the conversation is sent back with it.
+    sequence (`finish_reason == "stop"`, the sequences in `stop`), leave them out of the
+    extraction, where the request gives them: its `stop` (`request_stop`), or the field of
+    a body option (`option_stops`); a paused turn continues when the conversation is sent
+    back with it.
     """
 
     kind = "extraction_truncated"
@@ -277,6 +279,8 @@ class TruncatedError(_Failure):
         "reasoning_tokens",
         "input_tokens",
         "stop",
+        "request_stop",
+        "option_stops",
     )
     _withheld_fields = ("stop",)  # the caller's text, as the log view leaves it out
     mode: ExtractionMode
@@ -286,6 +290,12 @@ class TruncatedError(_Failure):
     input_tokens: int | None
     stop: list[str] | None
     """The request's stop sequences, where the output ended at one (`finish_reason` stop)."""
+    request_stop: bool | None
+    """Whether some of `stop` are given in the request's own `stop`, told where a body option
+    gives some (`option_stops`); `None` reads as yes."""
+    option_stops: dict[str, str] | None
+    """The body options that give some of `stop`, each with the field that holds them
+    (`{"gemini": "generationConfig.stopSequences"}`)."""
 
     def _describe(self) -> str:
         if self.finish_reason == FinishReason.STOP:
@@ -338,8 +348,20 @@ class TruncatedError(_Failure):
         return (
             f"{self.provider_name}: the output ended at a stop sequence the request sets"
             f"{sequences}, before the structured output was complete "
-            f"(`{_mode(self.mode).value}` mode): leave `stop` out of an extraction"
+            f"(`{_mode(self.mode).value}` mode): leave {self._stop_places()} out of an "
+            "extraction"
         )
+
+    def _stop_places(self) -> str:
+        """Where the request gives the stop sequences, as a decision's refusal names them:
+        `stop`, the field of a body option (`stop` of the body option `openai_compat`)."""
+        places = [] if self.request_stop is False else ["`stop`"]
+        places += [
+            f"`{field}` of the body option `{namespace}`"
+            for namespace, field in (self.option_stops or {}).items()
+        ]
+        *first, last = places or ["`stop`"]
+        return f"{', '.join(first)} and {last}" if first else last
 
     def _log_message(self) -> str | None:
         # The stop sequences are the caller's text, which the log view leaves out.

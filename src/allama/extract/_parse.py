@@ -23,6 +23,7 @@ from allama.extract._errors import (
 from allama.extract._metadata import ExtractionMetadata
 from allama.extract._mode import ExtractionMode
 from allama.extract._root import ROOT_KEY
+from allama.extract._stops import SentStop
 from allama.extract._target import Target
 from allama.extract._validation import Failure, check, check_answer
 from allama.types import (
@@ -103,10 +104,21 @@ def _truncated(
     provider: str,
     finish_reason: FinishReason,
     stop: tuple[str, ...] = (),
+    given: tuple[SentStop, ...] = (),
 ) -> TruncatedError:
     """The failure of `response` cut off (at `stop`, one of the request's stop sequences,
-    where given), with the token counts its message weighs."""
+    where given), with the token counts its message weighs, and where the request gives
+    `stop` (`given`: its own `stop`, a body option's field), which its advice names."""
     usage = response.usage
+    places = {each.text: each for each in given}
+    options: dict[str, str] = {}
+    own = False
+    for text in stop:
+        place = places.get(text)
+        if place is None or place.namespace is None or place.field is None:
+            own = True  # (one a provider named that was not sent reads as the request's)
+        else:
+            options.setdefault(place.namespace, place.field)
     return TruncatedError(
         provider=provider,
         metadata=ExtractionMetadata.new(mode),
@@ -116,6 +128,8 @@ def _truncated(
         reasoning_tokens=None if usage is None else usage.reasoning_tokens,
         input_tokens=None if usage is None else usage.input_tokens,
         stop=list(stop) if stop else None,
+        request_stop=own if options else None,  # (told only beside a body option's)
+        option_stops=options or None,
     )
 
 
@@ -143,25 +157,28 @@ def _told_no_stop_sequence(response: ChatResponse) -> bool:
 
 
 def _stopped_inside(
-    response: ChatResponse, mode: ExtractionMode, provider: str, stop: tuple[str, ...], raw: str
+    response: ChatResponse,
+    mode: ExtractionMode,
+    provider: str,
+    stop: tuple[SentStop, ...],
+    raw: str,
 ) -> TruncatedError | None:
     """The failure of an output that ended at one of the request's stop sequences before its
     value did: the response stopped (`stop`, as a stop sequence ends it) with at least one
     of the sequences sent (not every one dropped by the provider), and the text ended inside
     the JSON value, not broken before its end. Asked again with the same `stop`, it would be
-    cut again. The error names the sequences sent."""
+    cut again. The error names the sequences sent, and where the request gives them."""
     if not stop or response.finish_reason != FinishReason.STOP or not _cut_short(raw):
         return None
-    sent = sent_stops(stop, response.warnings)
+    sent = sent_stops(tuple(each.text for each in stop), response.warnings)
     named = _named_stop_sequence(response)
     if named is not None:
         # The provider says which sequence ended it: cut, whatever the warnings say.
-        return _truncated(
-            response, mode, provider, FinishReason.STOP, sent if named in sent else (named,)
-        )
+        cut = sent if named in sent else (named,)
+        return _truncated(response, mode, provider, FinishReason.STOP, cut, stop)
     if not sent or _told_no_stop_sequence(response):
         return None
-    return _truncated(response, mode, provider, FinishReason.STOP, sent)
+    return _truncated(response, mode, provider, FinishReason.STOP, sent, stop)
 
 
 _ENDED_INSIDE = "EOF while parsing"
@@ -281,7 +298,7 @@ def parse_value(
     repair: bool,
     reject_undeclared: bool,
     checked: Checked | None = None,
-    stop: tuple[str, ...] = (),
+    stop: tuple[SentStop, ...] = (),
 ) -> tuple[Any, bool, str, bool] | Rejection:
     """The value, whether repair was needed, the text it was read from and whether that
     held half of a character (read as U+FFFD: the answer is told `lone_surrogates`), or
@@ -289,8 +306,9 @@ def parse_value(
 
     `checked` is an output already validated (a stream's, when its value ended): when the
     output is that text, checked the same way, its value is taken as it is. `stop` is the
-    stop sequences of the request as sent: an output that ended at one inside its value is
-    a `TruncatedError`, not a `ParseError` (asking again would cut it again)."""
+    stop sequences of the request as sent, and where each was given: an output that ended
+    at one inside its value is a `TruncatedError`, not a `ParseError` (asking again would
+    cut it again)."""
     provider = target.provider
     stopped = declined_or_cut(response, mode, provider)
     if stopped is not None:

@@ -3,7 +3,8 @@ body option gives in the place its dialect's body holds them (`option_stops`), f
 provider it may go to (a failover's members, through their wrappers).
 
 A decision refuses, before sending, one that could cut its answer; what reads an answer
-needs them all to tell a cut one (`TruncatedError`) from one written wrong."""
+needs them all to tell a cut one (`TruncatedError`) from one written wrong, and where each
+was given, for the error to say what to leave out."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from allama.adapters._option_stops import option_stops
 from allama.provider import ChatProvider
 from allama.types import ChatRequest
 
-__all__ = ["SentStop", "every_level", "stop_texts", "stops_sent"]
+__all__ = ["SentStop", "every_level", "stops_sent"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,12 +47,6 @@ def stops_sent(provider: ChatProvider, request: ChatRequest) -> tuple[SentStop, 
                 seen.add(stop)
                 found.append(SentStop(stop, given.field, namespace))
     return tuple(found)
-
-
-def stop_texts(provider: ChatProvider, request: ChatRequest) -> tuple[str, ...]:
-    """The text of each stop sequence `request` may send through `provider` (`stops_sent`):
-    what an answer that ended at a stop sequence may have been cut at."""
-    return tuple(stop.text for stop in stops_sent(provider, request))
 
 
 def _body_namespaces(provider: ChatProvider) -> list[str]:
