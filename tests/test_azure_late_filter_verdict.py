@@ -528,3 +528,39 @@ def test_a_context_streamed_in_pieces_is_merged() -> None:
     assert response.provider_data == {
         "azure-openai": {"context": {"intent": "x", "citations": CONTEXT["citations"]}}
     }
+
+
+SEARCH_KEY = "search-admin-key-0123456789"
+SEARCHED = {
+    "data_sources": [
+        {
+            "type": "azure_search",
+            "parameters": {
+                "endpoint": "https://s.search.windows.net",
+                "index_name": "docs",
+                "authentication": {"type": "api_key", "key": SEARCH_KEY},
+            },
+        }
+    ]
+}
+
+
+def test_a_search_key_given_in_the_body_option_is_cut_from_an_error_that_echoes_it() -> None:
+    """On Your Data's search key goes in the body, not a header: a 400 that quotes the data
+    source back (an index it cannot reach) would have put it in the error's message."""
+    echoed = {
+        "error": {
+            "code": "invalid_request_error",
+            "message": f"Invalid data source: authentication key {SEARCH_KEY} for index docs "
+            "was rejected",
+        }
+    }
+    made, recorder = provider("azure-openai", (400, echoed), endpoint=ENDPOINT)
+    request = ChatRequest("gpt-4o").user("q").with_option_json("openai_compat", SEARCHED)
+    with pytest.raises(InvalidRequestError) as caught:
+        made.chat(request)
+    assert SEARCH_KEY in json.dumps(recorder.bodies[0])  # (sent, as the caller asked)
+    assert caught.value.message == (
+        "Invalid data source: authentication key <redacted> for index docs was rejected"
+    )
+    assert SEARCH_KEY not in (caught.value.context.body or "")

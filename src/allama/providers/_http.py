@@ -924,7 +924,8 @@ class HttpProvider:
         return said
 
     async def _refresh_token(self) -> None:
-        """Refresh an expiring token off the event loop, before the shared `_prepare`."""
+        """Refresh an expiring token off the event loop, after the request's checks
+        (`_target`) and before the shared `_prepare`."""
         tokens = self._tokens
         uses_tokens = not (self._access_token or self._api_key or self._brings_own_auth)
         if tokens is not None and uses_tokens and tokens.current() is None:
@@ -932,13 +933,25 @@ class HttpProvider:
 
             await asyncio.to_thread(tokens.refresh)
 
-    def _prepare(
-        self, request: ChatRequest, *, stream: bool, token: str | None = None
-    ) -> tuple[HttpRequest, list[Warning]]:
+    def _target(self, request: ChatRequest, *, stream: bool) -> tuple[str, Mapping[str, str]]:
+        """The URL and query `request` goes to, its model name checked: a call's own checks,
+        made before any token is asked for (sync or async, one error, no function called)."""
         if not request.model.isascii():
             _check_utf8(request.model)  # the URL names it (Gemini, Azure's deployments)
+        return self._endpoint(request.model, stream=stream)
+
+    def _prepare(
+        self,
+        request: ChatRequest,
+        *,
+        stream: bool,
+        token: str | None = None,
+        target: tuple[str, Mapping[str, str]] | None = None,
+    ) -> tuple[HttpRequest, list[Warning]]:
+        """The request to send; `target`: `_target`'s, where an async call checked it before
+        awaiting its token."""
+        url, params = target or self._target(request, stream=stream)
         degradations = Degradations.for_request(self.name, request)
-        url, params = self._endpoint(request.model, stream=stream)
         request = _named_for_encoding(request, self.name, self.issuer)
         http = self._encode(
             request,
@@ -963,6 +976,7 @@ class HttpProvider:
         with self._tokens_lock:
             given += tuple(self._tokens_sent)
         found = {secret for secret in given if secret and len(secret) >= _SHORTEST_REDACTED}
+        found.update(_body_credentials(sent))
         if password := self._url_user.partition(":")[2]:
             from urllib.parse import unquote
 
@@ -1356,8 +1370,10 @@ class HttpProvider:
     async def achat(self, request: ChatRequest) -> ChatResponse:
         if not isinstance(request, vocabulary.ChatRequest):
             raise not_a_request(request)
+        target = self._target(request, stream=False)  # as `chat` checks, before the token
         await self._refresh_token()
-        http, warnings = self._prepare(request, stream=False, token=await self._atoken())
+        bearer = await self._atoken()
+        http, warnings = self._prepare(request, stream=False, token=bearer, target=target)
         span = _tracing.start_call(self._tracing, self, request, False, warnings, http.as_sent)
         if span is None:
             return await self._asend(request, http, warnings)
@@ -1389,8 +1405,10 @@ class HttpProvider:
     async def achat_stream(self, request: ChatRequest) -> AsyncChatStream:
         if not isinstance(request, vocabulary.ChatRequest):
             raise not_a_request(request)
+        target = self._target(request, stream=True)  # as `chat` checks, before the token
         await self._refresh_token()
-        http, warnings = self._prepare(request, stream=True, token=await self._atoken())
+        bearer = await self._atoken()
+        http, warnings = self._prepare(request, stream=True, token=bearer, target=target)
         span = _tracing.start_call(self._tracing, self, request, True, warnings, http.as_sent)
         if span is None:
             return await self._aopen(request, http, warnings, None)
@@ -1738,6 +1756,33 @@ async def _aprefixed(head: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[b
     yield head
     async for chunk in rest:
         yield chunk
+
+
+def _body_credentials(http: HttpRequest | None) -> set[str]:
+    """The credentials a call's body carries, as a body option gives them (Azure On Your
+    Data's search key, `data_sources[].parameters.authentication.key`): each string under
+    a key that names one (`is_secret_header`'s reading of a name), which a provider's
+    error may echo. Read on an error's way out only."""
+    if http is None or not http.content:
+        return set()
+    try:
+        body = read_json(http.content)
+    except ValueError:
+        return set()
+    found: set[str] = set()
+    pending: list[Any] = [body]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, dict):
+            for name, value in node.items():
+                if isinstance(value, str):
+                    if len(value) >= _SHORTEST_REDACTED and is_secret_header(name):
+                        found.add(value)
+                elif isinstance(value, dict | list):
+                    pending.append(value)
+        elif isinstance(node, list):
+            pending.extend(node)
+    return found
 
 
 def _bearer(http: HttpRequest | None) -> str | None:
