@@ -33,12 +33,12 @@ Other unknown fields are ignored everywhere.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import JsonValue
 
+from allama.adapters._json_text import Numbers, arguments_text, json_text
 from allama.adapters._not_a_response import not_a_response
 from allama.adapters._surrogates import lone_surrogates, read_storable_json
 from allama.adapters.anthropic._errors import error_from_payload, error_from_response
@@ -231,11 +231,6 @@ def citations_of(block: Mapping[str, Any]) -> list[JsonValue]:
     return citations if isinstance(citations, list) else []
 
 
-def json_text(value: Any) -> str:
-    """A value as compact JSON text, its key order and non-ASCII characters kept."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
 def stop_data(message: Mapping[str, Any]) -> dict[str, JsonValue]:
     """What a message (or a stream's `message_delta.delta`) says about its stop beyond the
     reason: the stop sequence that matched, and a refusal's explanation and category."""
@@ -321,10 +316,11 @@ def _string(block: Mapping[str, Any], key: str, *, optional: bool = False) -> st
 
 
 def _blocks(
-    content: list[Any],
+    content: list[Any], numbers: Numbers | None
 ) -> tuple[list[ContentBlock], list[JsonValue], list[JsonValue], list[JsonValue]]:
     """The content blocks allama has types for, the others verbatim, the citations of the
-    text blocks by their position among the first, and the order of them all (`layout`)."""
+    text blocks by their position among the first, and the order of them all (`layout`).
+    A call's `input` is written with its numbers as `numbers` (the body's text) has them."""
     blocks: list[ContentBlock] = []
     server: list[JsonValue] = []
     cited: list[JsonValue] = []
@@ -345,8 +341,7 @@ def _blocks(
                 cited.append({"index": len(blocks), "citations": citations})
             blocks.append(TextPart(text=_string(block, "text")))
         elif kind == "tool_use":
-            raw = block.get("input")
-            arguments = raw if isinstance(raw, str) else json_text({} if raw is None else raw)
+            arguments = arguments_text(block.get("input"), numbers)
             blocks.append(
                 ToolCall(id=_string(block, "id"), name=_string(block, "name"), arguments=arguments)
             )
@@ -366,13 +361,15 @@ def decode_message(
     provider: str | None = None,
     model: str | None = None,
     warnings: Sequence[Warning] = (),
+    numbers: Numbers | None = None,
 ) -> ChatResponse:
     """A message object, already parsed, as a `ChatResponse`. Raises `ValueError` (with the
-    reason) when it does not fit the message shape."""
+    reason) when it does not fit the message shape. `numbers`: the text it was read from,
+    whose numbers a tool call's `input` keeps as written (a float keeps 17 digits)."""
     content = message.get("content")
     if not isinstance(content, list):
         raise _Unreadable("it has no `content` list")
-    blocks, server, cited, layout = _blocks(content)
+    blocks, server, cited, layout = _blocks(content, numbers)
     provider_data = stop_data(message)
     if server:
         provider_data[SERVER_BLOCKS_KEY] = server
@@ -430,8 +427,11 @@ def decode_body(
         raise not_a_response(
             body, "its `type` is not `message`", provider=provider, model=model, what="a message"
         )
+    numbers = Numbers(payload, body, halves=halves)
     try:
-        response = decode_message(payload, provider=provider, model=model, warnings=warnings)
+        response = decode_message(
+            payload, provider=provider, model=model, warnings=warnings, numbers=numbers
+        )
     except _Unreadable as why:
         error = not_a_response(body, str(why), provider=provider, model=model, what="a message")
         raise _with_usage(error, payload) from None

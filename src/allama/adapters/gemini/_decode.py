@@ -43,7 +43,7 @@ Parts of the response candidate, in order:
   `Reasoning` until one carries a `thoughtSignature`, which seals that block.
 - `functionCall {id?, name, args}` becomes a `ToolCall`: its `id`, or `call_<n>` when Gemini
   gave none (`n` counting the candidate's calls from 0); `args` as compact JSON text, key
-  order and non-ASCII characters kept.
+  order, non-ASCII characters and numbers as written kept.
 - A `functionCall` whose arguments stream (Vertex AI's `streamFunctionCallArguments`) comes
   as `{name, willContinue: true}` (its part carrying the signature), then parts of
   `{partialArgs: [{jsonPath, stringValue | numberValue | boolValue | nullValue}], willContinue}`
@@ -111,6 +111,7 @@ from typing import Any, Protocol
 from pydantic import JsonValue
 
 from allama._degradations import FIRST_CHOICE_ONLY
+from allama.adapters._json_text import Numbers, arguments_text, json_text, written
 from allama.adapters._not_a_response import not_a_response
 from allama.adapters._surrogates import lone_surrogates, read_storable_json
 from allama.adapters.gemini._errors import error_from_payload, error_from_response
@@ -464,11 +465,6 @@ def logprobs_of(result: Any) -> tuple[TokenLogprob, ...] | None:
     return tuple(tokens)
 
 
-def json_text(value: Any) -> str:
-    """A value as compact JSON text, its key order and non-ASCII characters kept."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
 class Unreadable(ValueError):
     """A part of a response does not fit the `GenerateContentResponse` shape; says which."""
 
@@ -674,10 +670,12 @@ class Layout:
 
     `calls` counts the function calls placed; `others` holds the parts kept verbatim. A
     function call whose arguments stream (`partialArgs`) is held until its last piece, or the
-    next part, or `stop()`, and then placed whole.
+    next part, or `stop()`, and then placed whole. `numbers` is the text the parts placed
+    next were read from (a body's, a stream chunk's), whose numbers a call's arguments keep
+    as written (a float keeps 17 digits); without it they are written as read.
     """
 
-    __slots__ = ("_open", "_pending", "_sink", "_streamed", "calls", "others")
+    __slots__ = ("_open", "_pending", "_sink", "_streamed", "calls", "numbers", "others")
 
     def __init__(self, sink: BlockSink) -> None:
         self._sink = sink
@@ -687,6 +685,7 @@ class Layout:
         """Whether a call's arguments streamed: a bare `functionCall: {}` then ends one."""
         self.calls = 0
         self.others: list[JsonValue] = []
+        self.numbers: Numbers | None = None
 
     def place(self, part: Any) -> None:
         """Place one part; raises `Unreadable` when it does not fit the part shape."""
@@ -769,12 +768,11 @@ class Layout:
         self.calls += 1
         if call.get("willContinue") is True or call.get("partialArgs") is not None:
             # Its name first (with the signature), then `partialArgs` in later parts.
-            self._pending = _Streamed(call_id, name, signature, call.get("args"))
+            self._pending = _Streamed(call_id, name, signature, self._exact(call.get("args")))
             self._streamed = True
             self._more(call, None)
             return
-        raw = call.get("args")
-        arguments = raw if isinstance(raw, str) else json_text({} if raw is None else raw)
+        arguments = arguments_text(call.get("args"), self.numbers)
         self._place_call(call_id, name, signature, arguments)
 
     def _place_call(self, call_id: str, name: str, signature: str | None, arguments: str) -> None:
@@ -790,7 +788,7 @@ class Layout:
         pending = self._pending
         assert pending is not None
         pending.signature = pending.signature or signature
-        pieces = call.get("partialArgs")
+        pieces = self._exact(call.get("partialArgs"))
         if pieces is not None:
             if not isinstance(pieces, list):
                 raise Unreadable("a `functionCall`'s `partialArgs` is not a list")
@@ -799,11 +797,15 @@ class Layout:
         if call.get("willContinue") is not True:
             self._end_call()
 
+    def _exact(self, value: Any) -> Any:
+        """A part of the payload with its numbers as written (`Numbers.exact`), where known."""
+        return value if self.numbers is None else self.numbers.exact(value)
+
     def _end_call(self) -> None:
         """Place the call whose arguments were streaming, if one was."""
         pending, self._pending = self._pending, None
         if pending is not None:
-            arguments = json_text(pending.args)
+            arguments = written(pending.args)
             self._place_call(pending.id, pending.name, pending.signature, arguments)
 
     def _text(self, text: str, signature: str | None) -> None:
@@ -1002,12 +1004,15 @@ def decode_payload(
     provider: str | None = None,
     model: str | None = None,
     warnings: Sequence[Warning] = (),
+    numbers: Numbers | None = None,
 ) -> ChatResponse:
     """A response object, already parsed, as a `ChatResponse`. Raises `Unreadable` (a
-    `ValueError`, with the reason) when it does not fit the response shape."""
+    `ValueError`, with the reason) when it does not fit the response shape. `numbers`: the
+    text it was read from, whose numbers a call's arguments keep as written."""
     chunk = read_chunk(payload, first_listed=True)
     sink = _Blocks()
     layout = Layout(sink)
+    layout.numbers = numbers
     for part in chunk.parts:
         layout.place(part)
     layout.stop()
@@ -1077,8 +1082,11 @@ def decode_body(
         raise not_a_response(
             body, "it has none of the fields of a response", provider=provider, model=model
         )
+    numbers = Numbers(payload, body, halves=halves)
     try:
-        return decode_payload(payload, provider=provider, model=model, warnings=warnings)
+        return decode_payload(
+            payload, provider=provider, model=model, warnings=warnings, numbers=numbers
+        )
     except Unreadable as why:
         error = not_a_response(body, str(why), provider=provider, model=model)
         raise _with_usage(error, payload) from None

@@ -69,6 +69,7 @@ from typing import Any
 from pydantic import JsonValue
 
 from allama.adapters._http import read_json
+from allama.adapters._json_text import Numbers
 from allama.adapters._sse import SseEvent, SseParser
 from allama.adapters.gemini._decode import (
     AUDIO_TOKENS_KEY,
@@ -462,6 +463,7 @@ class GenerateStreamDecoder:
             if at_end:
                 raise self._cut() from None
             raise StreamDecodeError("a stream chunk is not valid JSON").mark_authored() from None
+        self._layout.numbers = Numbers(payload, data)  # a call's numbers as written
         yield from self._payload(payload)
 
     def _payload(self, payload: Any) -> Iterator[StreamEvent]:

@@ -9,8 +9,8 @@ The message, in order:
 - `content` becomes text;
 - each of `tool_calls` becomes a `ToolCall`: its `id`, or `call_<n>` when Ollama gave none
   (before v0.12.10 it never did; `n` counts the response's calls from 0, in order), its
-  `function.name`, and its `function.arguments` (an object) as compact JSON text, key order
-  and non-ASCII characters kept.
+  `function.name`, and its `function.arguments` (an object) as compact JSON text, key order,
+  non-ASCII characters and numbers as written kept.
 
 An empty `thinking` or `content` makes no block. A stream gives the same blocks
 (`OllamaStreamDecoder`, through the same `Layout`): a block goes on while chunks carry the
@@ -46,12 +46,12 @@ in nanoseconds as sent (`total_duration`, `load_duration`, `prompt_eval_duration
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from pydantic import JsonValue
 
+from allama.adapters._json_text import Numbers, arguments_text, json_text
 from allama.adapters._logprobs import openai_logprobs
 from allama.adapters._not_a_response import not_a_response
 from allama.adapters._surrogates import lone_surrogates, read_storable_json
@@ -183,11 +183,6 @@ def kept_data(payload: Mapping[str, Any]) -> dict[str, JsonValue]:
     return {key: payload[key] for key in KEPT_FIELDS if payload.get(key) is not None}
 
 
-def json_text(value: Any) -> str:
-    """A value as compact JSON text, its key order and non-ASCII characters kept."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
 def is_error_object(payload: Mapping[str, Any]) -> bool:
     """Whether a parsed object is an error (`{"error": "..."}`) rather than a response."""
     return payload.get("error") is not None and "message" not in payload
@@ -221,15 +216,18 @@ class Layout:
     """Where each field of a message goes, one message (or stream chunk) at a time: the
     rule the body decoder and the stream decoder share, so that both give the same blocks.
 
-    `calls` counts the tool calls placed.
+    `calls` counts the tool calls placed. `numbers` is the text the message placed next was
+    read from (a body's, a stream line's), whose numbers a call's arguments keep as written
+    (a float keeps 17 digits); without it they are written as read.
     """
 
-    __slots__ = ("_open", "_sink", "calls")
+    __slots__ = ("_open", "_sink", "calls", "numbers")
 
     def __init__(self, sink: BlockSink) -> None:
         self._sink = sink
         self._open: StreamBlockType | None = None
         self.calls = 0
+        self.numbers: Numbers | None = None
 
     def place(self, message: Any) -> None:
         """Place one message's fields; raises `Unreadable` when it does not fit the shape."""
@@ -273,8 +271,7 @@ class Layout:
         name = function.get("name")
         if not isinstance(name, str):
             raise Unreadable("a tool call has no string `name`")
-        raw = function.get("arguments")
-        arguments = raw if isinstance(raw, str) else json_text({} if raw is None else raw)
+        arguments = arguments_text(function.get("arguments"), self.numbers)
         call_id = _text(call.get("id")) or f"call_{self.calls}"
         self.calls += 1
         self.stop()
@@ -324,11 +321,14 @@ def decode_payload(
     provider: str | None = None,
     model: str | None = None,
     warnings: Sequence[Warning] = (),
+    numbers: Numbers | None = None,
 ) -> ChatResponse:
     """A response object, already parsed, as a `ChatResponse`. Raises `Unreadable` (a
-    `ValueError`, with the reason) when it does not fit the response shape."""
+    `ValueError`, with the reason) when it does not fit the response shape. `numbers`: the
+    text it was read from, whose numbers a call's arguments keep as written."""
     sink = _Blocks()
     layout = Layout(sink)
+    layout.numbers = numbers
     layout.place(payload.get("message"))
     layout.stop()
     kept = kept_data(payload)
@@ -373,8 +373,11 @@ def decode_body(
         raise error_from_payload(payload, provider=provider, model=model)
     if not is_response_object(payload):
         raise not_a_response(body, NO_RESPONSE_FIELDS, provider=provider, model=model)
+    numbers = Numbers(payload, body, halves=halves)
     try:
-        return decode_payload(payload, provider=provider, model=model, warnings=warnings)
+        return decode_payload(
+            payload, provider=provider, model=model, warnings=warnings, numbers=numbers
+        )
     except Unreadable as why:
         error = not_a_response(body, str(why), provider=provider, model=model)
         usage = usage_of(payload)  # the tokens it reported (Ollama Cloud bills them)

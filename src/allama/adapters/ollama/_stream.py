@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from allama.adapters._http import read_json
+from allama.adapters._json_text import Numbers
 from allama.adapters._not_a_response import not_a_response
 from allama.adapters.ollama._decode import (
     NAMESPACE,
@@ -157,6 +158,7 @@ class OllamaStreamDecoder:
             raise StreamDecodeError("a stream line is not valid JSON").mark_authored() from None
         if not isinstance(payload, dict):
             raise StreamDecodeError("a stream line is not a JSON object").mark_authored()
+        self._layout.numbers = Numbers(payload, line)  # a call's numbers as written
         if is_error_object(payload):
             raise error_from_payload(payload, provider=self._provider, model=self._model)
         if not self._started and not is_response_object(payload):

@@ -90,6 +90,7 @@ from typing import Any
 
 from pydantic import JsonValue
 
+from allama.adapters._json_text import Numbers, arguments_text, json_text
 from allama.adapters._logprobs import openai_logprobs
 from allama.adapters._not_a_response import not_a_response
 from allama.adapters._surrogates import lone_surrogates, read_storable_json
@@ -145,6 +146,7 @@ __all__ = [
     "following_resume",
     "is_commentary",
     "item_ids_resume",
+    "json_text",
     "kept_annotations",
     "kept_reasoning",
     "left_out_kinds",
@@ -334,18 +336,12 @@ def unfinished_error(
     return named_by(error.mark_authored().with_body(json.dumps(response)), provider, model)
 
 
-def json_text(value: Any) -> str:
-    """A value as compact JSON text, its key order and non-ASCII characters kept."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
-def arguments_of(item: Mapping[str, Any]) -> str:
+def arguments_of(item: Mapping[str, Any], numbers: Numbers | None = None) -> str:
     """A call's arguments as sent: a function's string (or a server's object, as JSON
-    text), or a custom tool's `input`, free text."""
+    text, its numbers as `numbers`, the text it was read from, wrote them), or a custom
+    tool's `input`, free text."""
     raw = item.get("input" if item.get("type") == "custom_tool_call" else "arguments")
-    if isinstance(raw, str):
-        return raw
-    return "" if raw is None else json_text(raw)
+    return "" if raw is None else arguments_text(raw, numbers)
 
 
 def _texts(parts: Any, kind: str) -> list[str]:
@@ -541,8 +537,9 @@ class _Blocks:
         return {NAMESPACE: kept} if kept else {}
 
 
-def _blocks(output: list[Any]) -> _Blocks:
-    """The output items read: blocks, other items, annotations and log-probabilities."""
+def _blocks(output: list[Any], numbers: Numbers | None) -> _Blocks:
+    """The output items read: blocks, other items, annotations and log-probabilities; a
+    call's arguments object with its numbers as `numbers` (the body's text) has them."""
     read = _Blocks()
     blocks = read.blocks
     others = read.others
@@ -577,7 +574,7 @@ def _blocks(output: list[Any]) -> _Blocks:
             name = item.get("name")
             if call_id is None or not isinstance(name, str):
                 raise _Unreadable(f"a `{kind}` item has no `call_id` or no `name`")
-            blocks.append(ToolCall(id=call_id, name=name, arguments=arguments_of(item)))
+            blocks.append(ToolCall(id=call_id, name=name, arguments=arguments_of(item, numbers)))
             read.ids.append(_string(item.get("id")))
             read.places.append(index)
             read.parts.append(None)
@@ -646,10 +643,12 @@ def decode_object(
     provider: str | None = None,
     model: str | None = None,
     warnings: Sequence[Warning] = (),
+    numbers: Numbers | None = None,
 ) -> ChatResponse:
     """A response object, already parsed, as a `ChatResponse`; raises the error it stands
     for (`response_error`), and `ValueError` (with the reason) for one that does not fit the
-    shape."""
+    shape. `numbers`: the text it was read from, whose numbers a call's arguments object
+    keeps as written."""
     error = response_error(response, provider=provider, model=model)
     if error is None:
         error = unfinished_error(response, provider=provider, model=model)
@@ -659,7 +658,7 @@ def decode_object(
     output = response.get("output")
     if not isinstance(output, list):
         raise _Unreadable("it has no `output` list")
-    read = _blocks(output)
+    read = _blocks(output, numbers)
     waiting = waiting_kinds(read.others)
     if waiting:  # calls allama does not read, which the caller must answer
         warnings = (*warnings, waiting_warning(waiting, provider))
@@ -714,8 +713,11 @@ def decode_body(
         warnings = (*warnings, lone_surrogates(provider))
     if not isinstance(payload, dict):
         raise not_a_response(body, "it is not a JSON object", provider=provider, model=model)
+    numbers = Numbers(payload, body, halves=halves)
     try:
-        return decode_object(payload, provider=provider, model=model, warnings=warnings)
+        return decode_object(
+            payload, provider=provider, model=model, warnings=warnings, numbers=numbers
+        )
     except _Unreadable as why:
         error = not_a_response(body, str(why), provider=provider, model=model)
         raise _with_usage(error, payload) from None
