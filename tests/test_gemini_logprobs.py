@@ -505,6 +505,29 @@ def test_a_malformed_result_is_dropped_whole(name: str) -> None:
     assert response.text() == "Negative"
     assert response.finish_reason == FinishReason.STOP
     assert response.logprobs is None
+    said = [w.message for w in response.warnings if w.is_about(RequestField.LOGPROBS)]
+    # Left out with a word, as Chat Completions' are; an empty list is no token written.
+    assert said == ([] if name == "chosen empty" else [UNREAD_LOGPROBS])
+
+
+UNREAD_LOGPROBS = (
+    "the provider sent log-probabilities in a shape allama does not read (a `logprobsResult` "
+    "whose candidates are no tokens with their log-probabilities, or whose top candidates do "
+    "not match them step for step): they were left out"
+)
+
+
+def test_a_logprob_a_hair_above_zero_is_read_as_zero() -> None:
+    """A probability of 1 computed in floating point (`2e-7`), which every other dialect's
+    reader takes as 0: the whole list was dropped, and a decision's probabilities with it."""
+    result = json.loads(json.dumps(NEGATIVE_RESULT))
+    result["chosenCandidates"][0]["logProbability"] = 2e-7
+    result["topCandidates"][0]["candidates"][0]["logProbability"] = 2e-7
+    response = _decode(_body(_candidate("Negative", result)))
+    assert response.warnings == ()
+    assert response.logprobs is not None
+    assert response.logprobs[0].logprob == 0.0
+    assert response.logprobs[0].top[0] == TokenAlternative(token="Neg", logprob=0.0)
 
 
 def test_a_nan_logprob_is_malformed() -> None:

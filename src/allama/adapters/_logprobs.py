@@ -16,14 +16,16 @@ from typing import Any
 
 from allama.types._logprobs import TokenAlternative, TokenLogprob
 
-__all__ = ["merged_characters", "openai_logprobs"]
+__all__ = ["merged_characters", "openai_logprobs", "read_logprob"]
 
 _NOISE = 1e-6
 """How far above 0 a log-probability may be and still be read, as 0: a probability of 1
 computed in floating point (`1.2e-7`). One higher is no log-probability."""
 
 
-def _logprob(value: Any) -> float | None:
+def read_logprob(value: Any) -> float | None:
+    """A log-probability as a provider writes it, noise above 0 read as 0; `None` for what
+    is none (every dialect's reader shares this reading)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     number = float(value)
@@ -43,7 +45,7 @@ def _token_bytes(value: Any) -> tuple[int, ...] | None:
 def _alternative(raw: Any) -> TokenAlternative | None:
     if not isinstance(raw, dict):
         return None
-    token, logprob = raw.get("token"), _logprob(raw.get("logprob"))
+    token, logprob = raw.get("token"), read_logprob(raw.get("logprob"))
     if not isinstance(token, str) or logprob is None:
         return None
     return TokenAlternative.model_construct(

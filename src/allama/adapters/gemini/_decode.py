@@ -102,7 +102,6 @@ and `cache_read_tokens` is `cachedContentTokenCount`, each `None` when absent.
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Mapping, Sequence
 from itertools import pairwise
@@ -112,6 +111,7 @@ from pydantic import JsonValue
 
 from allama._degradations import FIRST_CHOICE_ONLY
 from allama.adapters._json_text import Numbers, arguments_text, json_text, written
+from allama.adapters._logprobs import read_logprob
 from allama.adapters._not_a_response import not_a_response
 from allama.adapters._surrogates import lone_surrogates, read_storable_json
 from allama.adapters.gemini._errors import error_from_payload, error_from_response
@@ -402,13 +402,9 @@ def modality_tokens_of(usage: Mapping[str, Any]) -> dict[str, dict[str, JsonValu
 
 
 def _logprob(value: Any) -> float | None:
-    """A `logProbability`: absent is 0.0 (proto3 omits a zero); `None` when not one."""
-    if value is None:
-        return 0.0
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    number = float(value)
-    return number if number <= 0.0 and not math.isnan(number) else None
+    """A `logProbability`: absent is 0.0 (proto3 omits a zero); noise above 0 is 0, as every
+    dialect reads it (`read_logprob`); `None` when not one."""
+    return 0.0 if value is None else read_logprob(value)
 
 
 def _token(raw: Any) -> tuple[str, float] | None:
@@ -1029,6 +1025,21 @@ def decode_payload(
     provider_data.update(chunk.tokens)
     if chunk.tier is not None:
         provider_data[SERVICE_TIER_KEY] = chunk.tier
+    logprobs = None if chunk.logprobs is None else logprobs_of(chunk.logprobs)
+    unread = chunk.logprobs is not None and logprobs is None
+    written = not (
+        isinstance(chunk.logprobs, dict) and chunk.logprobs.get("chosenCandidates") == []
+    )
+    if unread and written:  # (an empty list: no token written, none to read)
+        warnings = (
+            *warnings,
+            Warning.unsupported(
+                RequestField.LOGPROBS,
+                "the provider sent log-probabilities in a shape allama does not read (a "
+                "`logprobsResult` whose candidates are no tokens with their log-probabilities, "
+                "or whose top candidates do not match them step for step): they were left out",
+            ),
+        )
     if chunk.blocked is not None:
         finish: FinishReason | None = FinishReason.CONTENT_FILTER
         provider_data.update(chunk.blocked)
@@ -1044,7 +1055,7 @@ def decode_payload(
         model=chunk.model or model,
         provider=provider,
         id=chunk.id,
-        logprobs=None if chunk.logprobs is None else logprobs_of(chunk.logprobs),
+        logprobs=logprobs,
     )
 
 
