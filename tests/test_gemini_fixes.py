@@ -262,7 +262,7 @@ def test_the_callers_thinking_config_is_merged_into_the_effort() -> None:
     thoughts = {"thinkingConfig": {"includeThoughts": True}, "topK": 40}
     budget = ChatRequest("gemini-2.5-flash").user("x").with_reasoning_effort(ReasoningEffort.LOW)
     assert _generation(_with(budget, thoughts)) == {
-        "thinkingConfig": {"thinkingBudget": 2048, "includeThoughts": True},
+        "thinkingConfig": {"thinkingBudget": 1024, "includeThoughts": True},
         "topK": 40,
     }
     level = (

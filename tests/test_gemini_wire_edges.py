@@ -257,7 +257,7 @@ def test_a_vertex_resource_name_is_answered_from_its_models_row(flavour: str) ->
         request = ChatRequest(model).user("x").with_reasoning_effort(ReasoningEffort.LOW)
         answer = called(target, request, flavour)
         assert answer.warnings == ()
-        assert endpoint.bodies[0]["generationConfig"]["thinkingConfig"] == {"thinkingBudget": 2048}
+        assert endpoint.bodies[0]["generationConfig"]["thinkingConfig"] == {"thinkingBudget": 1024}
     # A tuned model's endpoint names no model: unknown, as any id no row matches.
     target, endpoint = vertex(body([{"text": "hi"}]))
     answer = called(
@@ -363,7 +363,7 @@ def test_snake_case_fields_merge_but_schema_property_names_stay(flavour: str) ->
     assert sent["generationConfig"] == {
         "responseMimeType": "application/json",
         "responseJsonSchema": SCHEMA_WITH_SNAKE_NAMES,
-        "thinkingConfig": {"thinkingBudget": 2048, "includeThoughts": True},
+        "thinkingConfig": {"thinkingBudget": 1024, "includeThoughts": True},
     }
     assert sent["toolConfig"] == {
         "retrievalConfig": {"latLng": {"latitude": 1.5, "longitude": 2.5}}

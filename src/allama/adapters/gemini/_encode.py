@@ -133,8 +133,9 @@ call's. Its `cachedContent` is refused before sending beside a system instructio
 a tool choice (`toolConfig`), which Gemini answers 400: those go into the cache when it is
 made."""
 
-THINKING_BUDGETS = {"minimal": 512, "low": 2048, "medium": 8192, "high": 24_576}
-"""`thinkingBudget` per reasoning effort, within the family's range (Gemini 2.5)."""
+THINKING_BUDGETS = {"minimal": 512, "low": 1024, "medium": 8192, "high": 24_576}
+"""`thinkingBudget` per reasoning effort, within the family's range (Gemini 2.5): low,
+medium and high as Google's own OpenAI-compatible endpoint maps them (1K, 8K, 24K)."""
 
 MAX_STOP_SEQUENCES = 5
 
