@@ -115,14 +115,18 @@ def test_the_128k_beta_raises_the_limit_a_filled_in_max_tokens_keeps_to() -> Non
     ]
 
 
-@pytest.mark.parametrize("model", ["claude-sonnet-4-6", "claude-opus-4-6", "claude-opus-4-7"])
-def test_the_batch_only_300k_beta_raises_no_limit_of_a_call(model: str) -> None:
+@pytest.mark.parametrize(
+    ("model", "limit"),
+    [("claude-sonnet-4-6", 64_000), ("claude-opus-4-6", 128_000), ("claude-opus-4-7", 128_000)],
+)
+def test_the_batch_only_300k_beta_raises_no_limit_of_a_call(model: str, limit: int) -> None:
     """`output-300k-2026-03-24` applies to the Message Batches API alone; a synchronous
-    call above the family's 128,000 tokens is answered 400."""
+    call above the family's own limit (Sonnet 4.6's 64,000 tokens, Opus 4.6's 128,000) is
+    answered 400."""
     request = ChatRequest(model).user("hi").with_max_output_tokens(200_000)
     body, said, _ = _sent(request, "output-300k-2026-03-24")
-    assert body["max_tokens"] == 128_000
-    assert said == [_limit(model, 128_000, 200_000)]
+    assert body["max_tokens"] == limit
+    assert said == [_limit(model, limit, 200_000)]
 
 
 # One of `temperature` and `top_p`, given one by the request and one by the body option

@@ -209,9 +209,10 @@ _CLAUDE_ROWS = (
         one_sampling=True,
     ),
     ClaudeFamily(
+        # 64K of output, where Opus 4.6 takes 128K (Anthropic's models overview).
         "claude-sonnet-4-6*",
         S,
-        128_000,
+        64_000,
         thinking=Thinking.ADAPTIVE,
         efforts=("low", "medium", "high", "max"),
         prefill=False,
