@@ -21,7 +21,7 @@ def test_quickstart_extracts_every_document_and_reports_the_bookkeeping() -> Non
     for name in ("acme.txt", "bakery.txt", "northwind.txt"):
         assert f"{name}:\n  value        Invoice(number='AA-000'" in out
     assert out.count("mode=native passes=1 enforcement=exact") == 3
-    assert "mode=native enforcement=exact coverage=capabilities" in out
+    assert "mode=native enforcement=exact coverage=encoding" in out
     assert "  finished: AA-000" in out
     assert (
         "mock: the model stopped at the output token limit before finishing the structured "

@@ -1627,14 +1627,14 @@ def test_a_plan_reports_mode_enforcement_and_coverage_without_sending() -> None:
     assert plan.auto_fallback is None
     assert provider.inner.call_count == 0
 
-    # An Auto plan follows a refused response format; the default validation checks
-    # capabilities only, so nothing refuses here.
+    # An Auto plan follows a refused response format; a scripted error belongs to the
+    # call, not to its dry run, so nothing refuses here.
     refusing = MockProvider.with_error(
         refused(RequestField.RESPONSE_FORMAT)
     ).with_supported_chat_capabilities(NATIVE_AND_TOOLS)
     plan = Extractor().plan(refusing, Customer, request())
     assert plan.mode is NATIVE
-    assert plan.coverage is ValidationCoverage.CAPABILITIES
+    assert plan.coverage is ValidationCoverage.ENCODING
     assert refusing.call_count == 0
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -55,6 +56,7 @@ from allama.mock import (
     MockStreamingProvider,
     response_events,
 )
+from allama.stream import response_events as stream_response_events
 
 T = TypeVar("T")
 REQUEST = ChatRequest("m").user("first")
@@ -162,6 +164,28 @@ def test_response_events_lists_the_whole_response_in_pieces() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("chunk", "error", "message"),
+    [
+        (0, ValueError, "chunk must be at least 1 character, not 0"),
+        (-1, ValueError, "chunk must be at least 1 character, not -1"),
+        (1.5, TypeError, "chunk must be a whole number of characters, not 1.5"),
+        (True, TypeError, "chunk must be a whole number of characters, not True"),
+    ],
+)
+def test_response_events_refuses_a_chunk_that_is_not_a_positive_whole_number(
+    chunk: Any, error: type[Exception], message: str
+) -> None:
+    """A chunk below 1 gave no deltas at all (every text and argument lost) or failed in
+    `range`; the check is made at the call, before any event."""
+    response = ChatResponseBuilder().text("hello").tool_call("c", "f", {"a": 1}).build()
+    with pytest.raises(error) as refused:
+        response_events(response, chunk=chunk)
+    assert str(refused.value) == message
+    with pytest.raises(error, match=f"^{re.escape(message)}$"):
+        stream_response_events(response, chunk=chunk)
+
+
 # MockProvider
 
 
@@ -170,10 +194,11 @@ def test_mock_provider_answers_its_script_in_order_and_records_requests() -> Non
     built = ChatResponseBuilder().text("built").provider("elsewhere").build()
     provider = MockProvider(["plain", built, error], name="scripted")
     first = provider.chat(REQUEST)
+    # Of the request's model where the script names none, as an adapter reads a body.
     assert first == ChatResponse(
-        (TextPart(text="plain"),), finish_reason=FinishReason.STOP, provider="scripted"
+        (TextPart(text="plain"),), finish_reason=FinishReason.STOP, provider="scripted", model="m"
     )
-    assert provider.chat(OTHER) == built
+    assert provider.chat(OTHER) == built.model_copy(update={"model": "m"})
     with pytest.raises(RateLimitedError) as caught:
         provider.chat(REQUEST)
     # A fresh raise of the scripted error, named by the provider; the script's left as given.
@@ -238,7 +263,8 @@ def test_mock_provider_capabilities_and_validation() -> None:
         ChatCapability.LOGPROBS: CapabilitySupport.UNKNOWN,
         ChatCapability.CHOICE_OUTPUT: CapabilitySupport.UNKNOWN,
     }
-    assert provider.validate_chat_request(REQUEST).coverage is ValidationCoverage.CAPABILITIES
+    # Its warnings are the call's own: a dry run of the call, as a real adapter's is.
+    assert provider.validate_chat_request(REQUEST).coverage is ValidationCoverage.ENCODING
     assert provider.call_count == 0
 
 
@@ -344,7 +370,7 @@ def test_streaming_mock_setup_errors_and_chat() -> None:
         provider.chat_stream(REQUEST)
     assert (type(caught.value), caught.value.message) == (ServerError, "refused")
     assert (caught.value.provider, setup.provider) == ("s", None)
-    assert provider.chat(REQUEST) == response.model_copy(update={"provider": "s"})
+    assert provider.chat(REQUEST) == response.model_copy(update={"provider": "s", "model": "m"})
     with pytest.raises(IncompleteStreamError):
         provider.chat(REQUEST)
     assert provider.call_count == 3

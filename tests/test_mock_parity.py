@@ -5,6 +5,7 @@ they answer what a test scripts in the form the request reads."""
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable
 from datetime import date
 from typing import Any, Literal, Union
@@ -13,12 +14,14 @@ import pytest
 from pydantic import Base64Bytes, BaseModel, FutureDate, Json
 
 import allama
+from _recording import provider as recorded
 from allama import (
     ChatRequest,
     EnforcementBelowError,
     ExtractionMode,
     Extractor,
     SchemaEnforcement,
+    ValidationCoverage,
 )
 from allama.errors import InvalidRequestError, ServerError, UnsupportedError
 from allama.mock import (
@@ -27,11 +30,14 @@ from allama.mock import (
     MockProvider,
     MockScriptError,
     MockStreamingProvider,
+    Structured,
     TestProvider,
 )
 from allama.types import (
     CapabilitySupport,
     ChatCapability,
+    DocumentPart,
+    ImagePart,
     RequestField,
     ResponseFormat,
     ResponseStart,
@@ -415,3 +421,160 @@ def test_a_conversation_whose_calls_are_each_answered_once_is_answered(kind: str
         .user("go on")
     )
     assert _PROVIDERS[kind]().chat(request).warnings == ()
+
+
+# 7. a floor the dry run shows unmet is refused before anything is answered, as a real
+# provider refuses it before sending
+
+
+_BELOW = (
+    "schema enforcement `approximate` is below the required `exact`: `Tagged.tags` is "
+    "enforced exactly by no provider's dialect, so a scripted provider does not say it holds "
+    "either (OpenAI strict mode: `uniqueItems` was removed at `Tagged.tags`)"
+)
+
+
+def test_the_dry_run_of_a_scripted_provider_is_of_the_call() -> None:
+    for kind in sorted(_PROVIDERS):
+        validation = _PROVIDERS[kind]().validate_chat_request(REQUEST)
+        assert validation.coverage is ValidationCoverage.ENCODING, kind
+    plan = Extractor().plan(MockProvider.with_structured(Tagged(tags={"a"})), Tagged, REQUEST)
+    assert (plan.enforcement, plan.coverage) == (
+        SchemaEnforcement.APPROXIMATE,
+        ValidationCoverage.ENCODING,
+    )
+
+
+@pytest.mark.parametrize("kind", sorted(_SCRIPTED))
+def test_a_floor_above_the_enforcement_is_refused_before_the_script_is_answered(
+    kind: str,
+) -> None:
+    strict = Extractor(min_enforcement="exact")
+    real, sent = recorded("openai", (200, {}))
+    with pytest.raises(EnforcementBelowError):
+        strict.extract(real, Tagged, REQUEST)
+    assert sent.bodies == []  # the real provider refuses before sending
+    provider = _SCRIPTED[kind](Tagged(tags={"a"}))
+    with pytest.raises(EnforcementBelowError) as caught:
+        strict.extract(provider, Tagged, REQUEST)
+    assert str(caught.value) == _BELOW
+    assert (caught.value.metadata.passes, caught.value.metadata.usage) == (0, None)
+    with pytest.raises(EnforcementBelowError) as async_caught:
+        asyncio.run(strict.aextract(provider, Tagged, REQUEST))
+    assert str(async_caught.value) == _BELOW
+    assert provider.call_count == 0
+    assert repr(provider).endswith("remaining=1)")  # the answer is left for the next call
+
+
+def test_a_batch_under_a_floor_above_the_enforcement_refuses_at_its_start() -> None:
+    provider = MockProvider([Structured(Tagged(tags={"a"}))] * 3)
+    strict = Extractor(min_enforcement="exact")
+    with pytest.raises(EnforcementBelowError) as caught:
+        list(allama.batch(provider, Tagged, ["a", "b", "c"], request=REQUEST, extractor=strict))
+    assert str(caught.value) == _BELOW
+    assert provider.call_count == 0
+
+
+# 8. a request every adapter refuses before sending is refused by the mocks, in its words
+
+
+_TOOL = ToolDefinition(name="t", parameters={"type": "object", "properties": {}})
+
+_REFUSED_ANYWHERE: dict[str, tuple[ChatRequest, str]] = {
+    "tools repeating a name": (
+        REQUEST.with_tools([_TOOL, _TOOL]),
+        "`mock` takes each tool name once, and the request's tools repeat names (positions "
+        "count from 0): `t` names the tools at positions 0 and 1",
+    ),
+    "an image of no valid base64": (
+        ChatRequest("gpt-4o").user("x", ImagePart(url="data:image/png;base64,@@@")),
+        "the image's data URL holds no valid base64",
+    ),
+    "an image data URL not in base64": (
+        ChatRequest("gpt-4o").user("x", ImagePart(url="data:image/svg+xml,<svg/>")),
+        "an image data URL must be base64-encoded",
+    ),
+    "a document of no valid base64": (
+        ChatRequest("gpt-4o").user("x", DocumentPart(url="data:application/pdf;base64,@@@")),
+        "the document's data URL holds no valid base64",
+    ),
+    "half of a character": (
+        ChatRequest("gpt-4o").user("cut \ud83d here"),
+        "the request cannot be written as JSON: it holds a lone surrogate that UTF-8 cannot "
+        "carry (text cut between the halves of a character?)",
+    ),
+}
+
+
+_WRITTEN = "half of a character"
+"""The case a real adapter refuses as it writes the body: its dry run, which writes none,
+takes the request."""
+
+
+@pytest.mark.parametrize("case", sorted(_REFUSED_ANYWHERE))
+def test_a_real_adapter_refuses_these_before_sending(case: str) -> None:
+    request, expected = _REFUSED_ANYWHERE[case]
+    for preset, display in (("openai", "OpenAI"), ("anthropic", "Anthropic"), ("gemini", "Gemini")):
+        real, sent = recorded(preset, (200, {}))
+        said = expected.replace("`mock`", display)
+        if case == _WRITTEN:
+            assert real.validate_chat_request(request).warnings == ()
+        else:
+            with pytest.raises(InvalidRequestError, match=f"^{re.escape(said)}$"):
+                real.validate_chat_request(request)
+        with pytest.raises(InvalidRequestError) as caught:
+            real.chat(request)
+        assert str(caught.value) == said, preset
+        assert sent.bodies == []
+
+
+@pytest.mark.parametrize("case", sorted(_REFUSED_ANYWHERE))
+@pytest.mark.parametrize("kind", sorted(_PROVIDERS))
+def test_a_request_every_adapter_refuses_is_refused_by_the_mocks_in_its_words(
+    kind: str, case: str
+) -> None:
+    request, expected = _REFUSED_ANYWHERE[case]
+    provider = _PROVIDERS[kind]()
+    if case == _WRITTEN:
+        assert provider.validate_chat_request(request).warnings == ()
+    else:
+        with pytest.raises(InvalidRequestError, match=f"^{re.escape(expected)}$"):
+            provider.validate_chat_request(request)
+    for ask in (provider.chat, provider.chat_stream):
+        with pytest.raises(InvalidRequestError) as caught:
+            ask(request)
+        assert str(caught.value) == expected
+        assert caught.value.provider == "mock"
+    with pytest.raises(InvalidRequestError) as async_caught:
+        asyncio.run(provider.achat(request))
+    assert str(async_caught.value) == expected
+    if kind in _SCRIPTED:  # nothing was answered: the script is whole
+        assert repr(provider).endswith("remaining=1)")
+
+
+# 9. a scripted answer that names no model is of the request's, as a body that names none is
+
+
+def test_a_built_response_naming_no_model_is_of_the_requests_and_priced() -> None:
+    usage = Usage(input_tokens=1000, output_tokens=100)
+    built = ChatResponseBuilder().text('{"n":1}').usage(1000, 100).build()
+    own = ChatResponseBuilder().text('{"n":1}').usage(1000, 100).model("gpt-4o-mini").build()
+    providers: dict[str, Any] = {
+        "text": MockProvider(['{"n":1}'], name="openai"),
+        "built": MockProvider([built], name="openai"),
+        "streamed": MockStreamingProvider.from_responses([built]).with_provider_name("openai"),
+        "function": FunctionProvider(lambda r: built, name="openai"),
+    }
+    for kind, provider in providers.items():
+        extracted = allama.extract(provider, Count, REQUEST)
+        assert extracted.response.model == "gpt-4o", kind
+        if kind == "text":  # text reports no usage: what is missing is the usage alone
+            assert extracted.metadata.cost_missing == "no usage was reported"
+            continue
+        assert (extracted.metadata.usage, extracted.metadata.cost_missing) == (usage, None), kind
+        assert extracted.metadata.cost is not None, kind
+        assert extracted.metadata.cost.source.endswith("openai/gpt-4o"), kind
+    # A model the script names is kept.
+    assert MockProvider([own]).chat(REQUEST).model == "gpt-4o-mini"
+    streamed = MockStreamingProvider.from_responses([own]).chat(REQUEST)
+    assert streamed.model == "gpt-4o-mini"

@@ -13,7 +13,9 @@ import asyncio
 import datetime as dt
 import enum
 import gc
+import itertools
 import warnings
+from collections.abc import Iterator
 from decimal import Decimal
 from typing import Annotated, Any
 
@@ -61,9 +63,13 @@ from allama.mock import (
     response_events,
 )
 from allama.types import (
+    BlockStart,
     RequestField,
     ResponseFormat,
+    ResponseStart,
+    StreamBlockType,
     StreamEvent,
+    TextDelta,
     ToolChoice,
     ToolDefinition,
     Usage,
@@ -732,14 +738,78 @@ def test_another_exception_a_generator_raises_is_a_script_error() -> None:
         yield from _paid_events()[:2]
         raise ValueError("bug in the test")
 
+    stream = MockStreamingProvider([broken()]).chat_stream(REQUEST)  # read as it is read
+    seen: list[str] = []
     with pytest.raises(MockScriptError) as caught:
-        MockStreamingProvider([broken()]).chat_stream(REQUEST)
+        for event in stream:
+            seen.append(type(event).__name__)
+    assert seen == ["ResponseStart", "UsageEvent"]
     assert str(caught.value) == (
         "mock: stream 1 raised a ValueError ValueError('bug in the test') as it was read, "
         "after 2 items: a scripted stream raises only an allama Error, which ends it there "
         "(a provider raises allama's errors only: script one of `allama.errors`)"
     )
     assert isinstance(caught.value.__cause__, ValueError)
+
+
+def _endless(closed: list[str], name: str) -> Iterator[StreamEvent]:
+    """A stream that never ends, which fails the test if it is read ahead of its stream."""
+    try:
+        yield ResponseStart()
+        yield BlockStart(index=0, block_type=StreamBlockType.TEXT)
+        for count in itertools.count():
+            if count > 100:
+                pytest.fail("the scripted generator was read ahead of its stream")
+            yield TextDelta(index=0, text="a")
+    finally:
+        closed.append(name)
+
+
+def test_a_generator_is_read_as_its_stream_is_and_closed_with_it() -> None:
+    closed: list[str] = []
+    provider = MockStreamingProvider([_endless(closed, "sync"), _endless(closed, "async")])
+    stream = provider.chat_stream(REQUEST)
+    events = [next(stream) for _ in range(3)]
+    assert [type(event).__name__ for event in events] == [
+        "ResponseStart",
+        "BlockStart",
+        "TextDelta",
+    ]
+    assert closed == []
+    stream.close()  # as a provider's stream closes its connection
+    assert closed == ["sync"]
+
+    async def streamed() -> str:
+        opened = await provider.achat_stream(REQUEST)
+        first = await anext(opened)
+        await opened.aclose()
+        return type(first).__name__
+
+    assert asyncio.run(streamed()) == "ResponseStart"
+    assert closed == ["sync", "async"]
+
+
+def test_a_generator_closed_before_its_first_event_is_closed_too() -> None:
+    closed: list[str] = []
+    started = _endless(closed, "unread")
+    next(started)  # begun, so that closing it runs its `finally`
+    with MockStreamingProvider([started]).chat_stream(REQUEST):
+        pass
+    assert closed == ["unread"]
+
+
+def test_an_item_a_generator_yields_is_checked_as_it_comes() -> None:
+    def odd() -> Any:
+        yield ResponseStart()
+        yield "text"
+
+    stream = MockStreamingProvider([odd()]).chat_stream(REQUEST)
+    assert isinstance(next(stream), ResponseStart)
+    with pytest.raises(MockScriptError) as caught:
+        next(stream)
+    assert str(caught.value) == (
+        "mock: item 1 of stream 1 is a str 'text', neither a stream event nor an allama Error"
+    )
 
 
 # 12. a scripted error names the request's model

@@ -126,7 +126,7 @@ def test_is_a_chat_provider_with_the_capabilities_of_native_extraction() -> None
         assert provider.chat_capability("any", capability) is CapabilitySupport.SUPPORTED
     assert provider.chat_capability("any", ChatCapability.REASONING) is CapabilitySupport.UNKNOWN
     validation = provider.validate_chat_request(schema_request())
-    assert validation.coverage is ValidationCoverage.CAPABILITIES
+    assert validation.coverage is ValidationCoverage.ENCODING
     # What no provider's dialect enforces exactly (`format: email`, `uniqueItems`) the test
     # provider does not say it holds either.
     said = [

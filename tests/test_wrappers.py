@@ -525,7 +525,7 @@ def test_retrying_delegates_the_rest() -> None:
     assert isinstance(provider, ChatProvider)
     assert provider.name == "inner"
     assert provider.chat_capability("m", ChatCapability.STREAMING) is CapabilitySupport.UNSUPPORTED
-    assert provider.validate_chat_request(REQUEST).coverage is ValidationCoverage.CAPABILITIES
+    assert provider.validate_chat_request(REQUEST).coverage is ValidationCoverage.ENCODING
     assert inner.call_count == 0
 
 
@@ -783,7 +783,7 @@ def test_a_stream_fails_over_on_an_error_sent_before_its_answer_began() -> None:
     second = MockStreamingProvider.with_text("ok").with_provider_name("b")
     stream = FailoverProvider([first, second]).chat_stream(REQUEST)
     events = list(stream)
-    assert events[0] == ResponseStart()  # the second provider's, not the first's (`msg_1`)
+    assert events[0] == ResponseStart(model="m")  # the second provider's, not the first's (`msg_1`)
     response = stream.response()
     assert (response.text(), response.provider) == ("ok", "b")
     assert response.provider_data == {
@@ -841,7 +841,7 @@ def test_failover_answers_from_the_first_provider() -> None:
     assert failover.name == "failover(a, b)"
     assert FailoverProvider([first], name="primary").name == "primary"
     assert failover.chat_capability("m", ChatCapability.REASONING) is CapabilitySupport.SUPPORTED
-    assert failover.validate_chat_request(REQUEST).coverage is ValidationCoverage.CAPABILITIES
+    assert failover.validate_chat_request(REQUEST).coverage is ValidationCoverage.ENCODING
     with pytest.raises(ValueError, match="at least one provider"):
         FailoverProvider([])
 
@@ -897,7 +897,7 @@ def test_overrides_answer_and_the_rest_is_delegated() -> None:
     }
     assert provider.chat(REQUEST).text() == "ok"
     assert inner.last_request == REQUEST
-    assert provider.validate_chat_request(REQUEST).coverage is ValidationCoverage.CAPABILITIES
+    assert provider.validate_chat_request(REQUEST).coverage is ValidationCoverage.ENCODING
 
 
 def test_overrides_limited_to_some_models() -> None:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextvars
 import copy
 import inspect
 import reprlib
 import threading
 import typing
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from typing import Any, Self, TypeVar
 
 from pydantic import JsonValue
@@ -16,12 +17,13 @@ from pydantic import JsonValue
 from allama._degradations import Degradations
 from allama._not_a_request import not_a_request
 from allama.adapters._answered import extra_result, extra_words, unanswered_calls, unanswered_words
+from allama.adapters._http import HttpRequest
+from allama.adapters._tool_ids import repeated_tool_names
 from allama.errors import Error, ErrorContext, InvalidRequestError
 from allama.mock._builder import ChatResponseBuilder
 from allama.mock._enforcement import beyond_dialects, marked, schema_key
 from allama.mock._events import response_events
 from allama.mock._structured import MockScriptError, Structured, unoffered_tool
-from allama.provider import capabilities_only
 from allama.schema._errors import SchemaError
 from allama.schema._walk import check_json, preflight
 from allama.stream import AsyncChatStream, ChatStream, aiter_events, with_paid
@@ -31,13 +33,18 @@ from allama.types import (
     ChatRequest,
     ChatResponse,
     ChatValidation,
+    DocumentPart,
+    ImagePart,
     RequestField,
     StreamEvent,
     ToolDefinition,
     Usage,
+    UserMessage,
+    ValidationCoverage,
     Warning,
     WarningEvent,
 )
+from allama.types._data_urls import data_url, inline_data, inline_document
 
 __all__ = [
     "FunctionProvider",
@@ -94,6 +101,14 @@ _REFUSED: tuple[tuple[ChatCapability, RequestField, str, str], ...] = (
 its model lacks: the capability, the field, why, and what stands in for it."""
 
 
+_DRY_RUN: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "allama_mock_dry_run", default=False
+)
+"""Set while a mock dry-runs a request (`validate_chat_request`): what a real provider
+refuses only as it writes the body (`_Recorder._refuse_unwritable`) is not refused there,
+as a real adapter's dry run, which writes none, does not refuse it."""
+
+
 class _Recorder:
     """Capability answers and the record of requests, shared by the mock providers; and what
     a real adapter says of a request before sending it, said here as it is said there."""
@@ -144,11 +159,18 @@ class _Recorder:
     ) -> ChatValidation:
         """What the call would report (`_degradations`); what it refuses before answering
         (`_refuse_unsendable`) is refused here too, as a provider's dry run refuses what
-        its encoding does."""
+        its encoding does. The warnings are all the call's own (those of the request, worked
+        out here as there), so the coverage is `ENCODING`, as a real adapter's dry run is:
+        a floor (`min_enforcement`) is then checked before anything is answered, as a real
+        provider checks it before sending."""
         if not isinstance(request, ChatRequest):
             raise not_a_request(request)
-        self._refuse_unsendable(request)
-        validation = capabilities_only()
+        dry_run = _DRY_RUN.set(True)
+        try:
+            self._refuse_unsendable(request)
+        finally:
+            _DRY_RUN.reset(dry_run)
+        validation = ChatValidation(coverage=ValidationCoverage.ENCODING)
         for warning in self._degradations(request):
             validation = validation.with_warning(warning)
         return validation
@@ -165,8 +187,11 @@ class _Recorder:
         the request, which a test should see): no messages, a response format's schema no
         adapter can read (a keyword of the wrong kind, a `$ref` to nothing, or a value no
         JSON holds: a `datetime` a model's `json_schema_extra` keeps), a tool's no JSON
-        holds, and a tool choice naming a tool the request does not offer, each refused as
-        a provider's encoding refuses it. And what the Chat Completions adapters refuse of a
+        holds, a tool choice naming a tool the request does not offer, tools that repeat a
+        name, an image or a document whose data URL holds no base64 its encoders read, and
+        text UTF-8 cannot carry (half of a character), each refused as a provider's encoding
+        refuses it, in its words (text UTF-8 cannot carry by the call alone: a real adapter's
+        dry run writes no body). And what the Chat Completions adapters refuse of a
         conversation, the strictest reading of the major providers' (`_refuse_unanswered`)."""
         if not request.messages:
             raise self._invalid(
@@ -185,6 +210,43 @@ class _Recorder:
         unoffered = unoffered_tool(request)
         if unoffered is not None:
             raise self._invalid(unoffered)
+        repeated = repeated_tool_names(request.tools, f"`{self.name}`")
+        if repeated is not None:  # a call names its tool: which of two was called?
+            raise self._invalid(repeated)
+        self._refuse_undecodable(request)
+        if not _DRY_RUN.get():
+            self._refuse_unwritable(request)
+
+    def _refuse_undecodable(self, request: ChatRequest) -> None:
+        """Refuse an image or a document given in a data URL its encoders cannot read (what
+        is marked base64 is not; an image's that is not marked base64), as every adapter
+        that sends the part refuses it (`inline_data`), in their words."""
+        for message in request.messages:
+            if not isinstance(message, UserMessage):
+                continue
+            for part in message.content:
+                if not isinstance(part, ImagePart | DocumentPart) or part.url is None:
+                    continue
+                inline = data_url(part.url)
+                if inline is None:  # a URL, not its bytes: nothing to read here
+                    continue
+                found = (
+                    inline_data(inline, "image")
+                    if isinstance(part, ImagePart)
+                    else inline_document(inline, part.media_type)
+                )
+                if isinstance(found, str):
+                    raise self._invalid(found)
+
+    def _refuse_unwritable(self, request: ChatRequest) -> None:
+        """Refuse a request whose body could not be written as JSON (text holding half of a
+        character, which UTF-8 cannot carry), as every HTTP provider refuses it as it writes
+        the body, before sending, in its words (`HttpRequest.content`): the request as JSON
+        holds the body's text, every string of it."""
+        try:
+            _ = HttpRequest("POST", "", {}, request.model_dump(mode="json")).content
+        except InvalidRequestError as error:
+            raise error.with_provider(self.name) from None
 
     def _refuse_unanswered(self, request: ChatRequest) -> None:
         """Refuse a tool call left without its result in the tool messages right after its
@@ -377,6 +439,18 @@ def _raised(error: Error, provider: str | None = None, model: str | None = None)
     return fresh
 
 
+def _answered_as(response: ChatResponse, provider: str, model: str) -> ChatResponse:
+    """`response` naming `provider` and the request's `model` where it names none, as a
+    provider's adapter names a body that names no model after the request's (its usage is
+    then priced, as a real answer's is)."""
+    update: dict[str, str] = {}
+    if response.provider is None:
+        update["provider"] = provider
+    if response.model is None:
+        update["model"] = model
+    return response.model_copy(update=update) if update else response
+
+
 def _named(item: object) -> str:
     """A script item as an error names it: its type and a short repr."""
     return f"{type(item).__name__} {reprlib.repr(item)}"
@@ -464,9 +538,7 @@ class MockProvider(_Recorder):
             response = ChatResponseBuilder().text(item).build()
         else:
             response = item
-        if response.provider is None:
-            response = response.model_copy(update={"provider": self.name})
-        return self._warned(response, warnings)
+        return self._warned(_answered_as(response, self.name, request.model), warnings)
 
     def chat(self, request: ChatRequest) -> ChatResponse:
         return self._next(request)
@@ -514,13 +586,16 @@ def _streamed(response: ChatResponse) -> list[StreamEvent]:
     return response_events(response)
 
 
-class _ResponseEvents(list[StreamItem]):
-    """A scripted response's events, with the provider it names: its stream reports that
-    provider, as `chat` does the response (a response of `openai`'s is priced as one)."""
+class _ResponseEvents:
+    """A scripted response to stream, checked when scripted (`_streamed`): streamed of the
+    provider it names, as `chat` answers it (a response of `openai`'s is priced as one),
+    and of the request's model where it names none (`_answered_as`)."""
+
+    __slots__ = ("response",)
 
     def __init__(self, response: ChatResponse) -> None:
-        super().__init__(_streamed(response))
-        self.provider = response.provider
+        _streamed(response)
+        self.response = response
 
 
 def _structured_answer(
@@ -534,34 +609,114 @@ def _structured_answer(
         raise error.with_provider(provider) from None
 
 
-def _events_then_error(
-    items: Sequence[StreamItem], provider: str, model: str
-) -> Iterator[StreamEvent]:
-    """The items as events, an error raised where it stands, naming the stream's provider
-    and the request's model where it names none (`_raised`), as an error at setup does."""
-    for item in items:
-        if isinstance(item, Error):
-            raise _raised(item, provider, model)
-        yield item
+class _ScriptRead:
+    """A scripted stream's events, read from its script as the stream reads them: a
+    generator is read no further than the stream (one that never ends streams as a long
+    answer does, and its sleeps come between events), each item checked as it comes (an
+    event, or an allama error, raised where it stands, naming the stream's provider and
+    the request's model where it names none, as an error at setup does: `_raised`).
+    The warnings `said` come first. Closed (the stream closed early), it closes the
+    script's generator, as a provider's stream closes its connection."""
+
+    def __init__(
+        self,
+        said: Sequence[StreamEvent],
+        script: Iterable[object],
+        *,
+        name: str,
+        number: int,
+        provider: str,
+        model: str,
+    ) -> None:
+        self._said = deque(said)
+        self._script = iter(script)
+        self._name = name
+        self._number = number
+        self._provider = provider
+        self._model = model
+        self._read = 0
+        self._ended = False
+
+    @property
+    def provider(self) -> str:
+        """The provider the stream reports."""
+        return self._provider
+
+    def __iter__(self) -> Iterator[StreamEvent]:
+        return self
+
+    def __next__(self) -> StreamEvent:
+        if self._said:
+            return self._said.popleft()
+        if self._ended:
+            raise StopIteration
+        failed: Error
+        try:
+            part = next(self._script)
+        except StopIteration:
+            self._ended = True
+            raise
+        except Error as error:
+            failed = error
+        except Exception as error:
+            self._ended = True
+            raise MockScriptError(
+                f"{self._name}: stream {self._number} raised a {_named(error)} as it was "
+                f"read, after {self._read} items: a scripted stream raises only an allama "
+                f"Error, which ends it there{_not_allama(error)}"
+            ) from error
+        else:
+            if isinstance(part, _EVENTS):
+                self._read += 1
+                return typing.cast("StreamEvent", part)
+            if not isinstance(part, Error):
+                self._ended = True
+                raise MockScriptError(
+                    f"{self._name}: item {self._read} of stream {self._number} is a "
+                    f"{_named(part)}, neither a stream event nor an allama Error"
+                    f"{_not_allama(part)}"
+                )
+            failed = part
+        self._ended = True
+        raise _raised(failed, self._provider, self._model)
+
+    def close(self) -> None:
+        """Close the script's generator (a `finally` of its runs), as a stream closed early
+        closes its source; the script is read no further."""
+        self._ended = True
+        close = getattr(self._script, "close", None)
+        if callable(close):
+            close()
 
 
-async def _aiter_items(
-    items: Sequence[StreamItem], provider: str, model: str
-) -> AsyncIterator[StreamEvent]:
-    for item in items:
-        if isinstance(item, Error):
-            raise _raised(item, provider, model)
-        yield item
+class _AsyncScriptRead:
+    """`_ScriptRead` as the source an `AsyncChatStream` reads (the script is a plain
+    iterable, read in turn as the stream is); `aclose` closes the script's generator."""
+
+    def __init__(self, read: _ScriptRead) -> None:
+        self._read = read
+
+    def __aiter__(self) -> _AsyncScriptRead:
+        return self
+
+    async def __anext__(self) -> StreamEvent:
+        try:
+            return next(self._read)
+        except StopIteration:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        self._read.close()
 
 
 def _check_stream(
     name: str, number: int, item: object
-) -> list[StreamItem] | SetupError | Structured:
-    """The scripted stream, an iterable of items read into a list (a generator streams
-    as a list does: an allama error it raises is an item where it stood, ending the
-    stream there); refuse one that is none of the three kinds, that raises another
-    exception, or that holds an item that is neither an event nor an allama error,
-    naming it (rather than failing inside the stream as it is read)."""
+) -> Iterable[object] | SetupError | Structured | _ResponseEvents:
+    """The scripted stream; refuse one that is none of the kinds a script streams, naming
+    it. A collection of items (a list) is in hand: an item in it that is neither an event
+    nor an allama error is refused here, before the stream opens. Another iterable (a
+    generator) is read as the stream is read (`_ScriptRead`), each item checked as it
+    comes, rather than all of it first (an endless one would never open)."""
     if isinstance(item, SetupError):
         if not isinstance(item.error, Error):
             raise MockScriptError(
@@ -576,25 +731,14 @@ def _check_stream(
             f"{name}: stream {number} is a {_named(item)}, which no script streams: a list "
             "of events and errors, a SetupError or a Structured value"
         )
-    items: list[StreamItem] = []
-    try:
-        for part in item:
-            items.append(part)
-    except Error as error:
-        items.append(error)
-    except Exception as error:
-        raise MockScriptError(
-            f"{name}: stream {number} raised a {_named(error)} as it was read, after "
-            f"{len(items)} items: a scripted stream raises only an allama Error, which ends "
-            f"it there{_not_allama(error)}"
-        ) from error
-    for index, part in enumerate(items):
-        if not isinstance(part, (*_EVENTS, Error)):
-            raise MockScriptError(
-                f"{name}: item {index} of stream {number} is a {_named(part)}, neither a "
-                f"stream event nor an allama Error{_not_allama(part)}"
-            )
-    return items
+    if isinstance(item, Collection):
+        for index, part in enumerate(item):
+            if not isinstance(part, (*_EVENTS, Error)):
+                raise MockScriptError(
+                    f"{name}: item {index} of stream {number} is a {_named(part)}, neither a "
+                    f"stream event nor an allama Error{_not_allama(part)}"
+                )
+    return item
 
 
 class MockStreamingProvider(_Recorder):
@@ -603,19 +747,22 @@ class MockStreamingProvider(_Recorder):
     A stream is a list of events and errors (an error ends it where it stands), a
     `SetupError` raised by `chat_stream` itself, or a `Structured` value streamed in the form
     the request asks for. An error is raised as a fresh copy each call, as a provider raises
-    a new one. `chat` collects the next stream. A stream of another kind, or one
+    a new one. `chat` collects the next stream. A stream of another kind, or a list
     holding an item that is neither an event nor an allama error, raises `MockScriptError`
-    naming it when its call comes.
+    naming it when its call comes. A generator is read as its stream is (an endless one
+    streams until the stream is closed, which closes it), each item checked as it comes.
     """
 
     def __init__(self, streams: Iterable[StreamScript] = (), *, name: str = "mock") -> None:
         super().__init__(name)
-        self._streams: deque[StreamScript] = deque(streams)
+        self._streams: deque[StreamScript | _ResponseEvents] = deque(streams)
 
     @classmethod
     def from_responses(cls, responses: Iterable[ChatResponse]) -> MockStreamingProvider:
         """Streams each response in turn, of the provider it names (this one's if none)."""
-        return cls([_ResponseEvents(response) for response in responses])
+        provider = cls()
+        provider._streams.extend(_ResponseEvents(response) for response in responses)
+        return provider
 
     @classmethod
     def with_text(cls, text: str) -> MockStreamingProvider:
@@ -650,9 +797,10 @@ class MockStreamingProvider(_Recorder):
         self._streams.append(SetupError(error))
         return self
 
-    def _next(self, request: ChatRequest) -> tuple[Sequence[StreamItem], str]:
-        """The next stream's items, and the provider it reports (a scripted response's):
-        the warnings of the request first, as a provider's stream gives its encoding's."""
+    def _next(self, request: ChatRequest) -> _ScriptRead:
+        """The next stream's events as the stream reads them, of the provider it reports (a
+        scripted response's): the warnings of the request first, as a provider's stream
+        gives its encoding's."""
         number = self._record(request)
         self._refuse_unsendable(request)  # before the script: nothing was sent
         warnings = self._degradations(request)
@@ -660,25 +808,31 @@ class MockStreamingProvider(_Recorder):
             if not self._streams:
                 raise MockScriptExhausted(f"{self.name}: call {number} has no scripted stream")
             item = self._streams.popleft()
-        item = _check_stream(self.name, number, item)
-        if isinstance(item, SetupError):
-            raise _raised(item.error, self.name, request.model)
-        if isinstance(item, Structured):
-            answer = _structured_answer(item, request, number, self.name)
-            return response_events(self._warned(answer, warnings)), self.name
-        said: list[StreamItem] = [WarningEvent(warning=warning) for warning in warnings]
-        if isinstance(item, _ResponseEvents):
-            return [*said, *item], item.provider or self.name
-        return [*said, *item], self.name
+        checked = _check_stream(self.name, number, item)
+        if isinstance(checked, SetupError):
+            raise _raised(checked.error, self.name, request.model)
+        said: list[StreamEvent] = [WarningEvent(warning=warning) for warning in warnings]
+        script: Iterable[object]
+        provider = self.name
+        if isinstance(checked, Structured):
+            answer = _structured_answer(checked, request, number, self.name)
+            said, script = [], response_events(self._warned(answer, warnings))
+        elif isinstance(checked, _ResponseEvents):
+            answer = _answered_as(checked.response, self.name, request.model)
+            script, provider = _streamed(answer), answer.provider or self.name
+        else:
+            script = checked
+        return _ScriptRead(
+            said, script, name=self.name, number=number, provider=provider, model=request.model
+        )
 
     def chat_stream(self, request: ChatRequest) -> ChatStream:
-        items, provider = self._next(request)
-        return ChatStream(_events_then_error(items, provider, request.model), provider=provider)
+        read = self._next(request)
+        return ChatStream(read, provider=read.provider)
 
     async def achat_stream(self, request: ChatRequest) -> AsyncChatStream:
-        items, provider = self._next(request)
-        events = _aiter_items(items, provider, request.model)
-        return AsyncChatStream(events, provider=provider)
+        read = self._next(request)
+        return AsyncChatStream(_AsyncScriptRead(read), provider=read.provider)
 
     def chat(self, request: ChatRequest) -> ChatResponse:
         """The next stream, collected; a stream that fails says on its error the usage it
@@ -731,9 +885,7 @@ class FunctionProvider(_Recorder):
                 f"{_named(response)}, not a ChatResponse (build one with "
                 "ChatResponseBuilder; raise an allama Error to fail)"
             )
-        if response.provider is None:
-            response = response.model_copy(update={"provider": self.name})
-        return self._warned(response, warnings)
+        return self._warned(_answered_as(response, self.name, request.model), warnings)
 
     async def achat(self, request: ChatRequest) -> ChatResponse:
         return self.chat(request)
