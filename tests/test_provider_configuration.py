@@ -1382,3 +1382,201 @@ def test_a_short_token_from_a_function_leaves_the_providers_words_whole() -> Non
     with pytest.raises(allama.InvalidRequestError) as caught:
         target.chat(ChatRequest("d").user("Hi"))
     assert caught.value.message == "max_tokens is too large"
+
+
+# 9. A port or host no call can reach, an option the preset does not read, an empty key
+
+
+_BAD_HOST = (
+    "has a host that is no valid name (an empty label, as in `a..b`, one over 63 characters, "
+    "or over 253 in all)"
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "argument", "value", "message"),
+    [
+        # Async calls failed as a raw ExceptionGroup (OverflowError), sync ones as a
+        # NetworkError; `:0` went to port 80.
+        ("openai", "base_url", "http://127.0.0.1:70000/v1", "has port 70000, outside 1-65535"),
+        ("openai", "base_url", "http://127.0.0.1:0/v1", "has port 0, outside 1-65535"),
+        ("azure-openai", "endpoint", f"{RESOURCE}:65536", "has port 65536, outside 1-65535"),
+        # Sync calls failed as a raw UnicodeError (the idna codec), async ones as a
+        # NetworkError.
+        ("openai", "base_url", "http://a..b/v1", _BAD_HOST),
+        ("openai", "base_url", f"http://{'a' * 64}.example/v1", _BAD_HOST),
+        ("openai-compatible", "base_url", "http://.example/v1", _BAD_HOST),
+        ("openai", "base_url", f"http://{'.'.join(['a' * 60] * 5)}/v1", _BAD_HOST),
+    ],
+)
+def test_a_url_with_a_port_or_host_no_call_can_reach_is_refused_naming_the_argument(
+    name: str, argument: str, value: str, message: str
+) -> None:
+    sent: list[httpx2.Request] = []
+    transport = _both_ways(sent.append)
+    with pytest.raises(ValueError) as caught:
+        allama.provider(name, api_key=SECRET, transport=transport, **{argument: value})
+    assert str(caught.value) == f"{argument} {message}"
+    assert sent == []
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "name", "message"),
+    [
+        ("OLLAMA_HOST", "127.0.0.1:70000", "ollama", "has port 70000, outside 1-65535"),
+        ("OPENAI_BASE_URL", "http://a..b/v1", "openai", _BAD_HOST),
+    ],
+)
+def test_an_environment_url_with_a_port_or_host_no_call_can_reach_is_refused_naming_it(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str, name: str, message: str
+) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ValueError) as caught:
+        allama.provider(name, api_key=SECRET)
+    assert str(caught.value) == f"the {variable} environment variable {message}"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:1/v1",
+        "http://127.0.0.1:65535/v1",
+        f"http://{'a' * 63}.example/v1",
+        "http://gw.example./v1",  # a fully qualified name
+        "http://[::1]:8080/v1",
+        "http://bücher.example/v1",  # sent IDNA-encoded
+    ],
+)
+def test_a_url_at_the_edges_of_what_a_call_can_reach_is_still_taken(url: str) -> None:
+    sent: list[str] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        sent.append(str(request.url))
+        return httpx2.Response(200, json=_BODIES["chat"])
+
+    target = allama.provider("openai", api_key=SECRET, base_url=url, transport=_both_ways(handler))
+    target.chat(ChatRequest("m").user("Hi"))
+    asyncio.run(target.achat(ChatRequest("m").user("Hi")))
+    expected = str(httpx2.URL(f"{url}/chat/completions"))
+    assert sent == [expected, expected]
+
+
+@pytest.mark.parametrize(
+    ("name", "option", "value", "message"),
+    [
+        # Sent as `?api-version=` on every call.
+        (
+            "openai",
+            "api_version",
+            "2024-10-21",
+            "openai takes no api_version= (azure-openai and azure-foundry take it); an "
+            "endpoint that needs one takes it written into base_url= (...?api-version=...)",
+        ),
+        (
+            "anthropic",
+            "api_version",
+            "2023-06-01",
+            "anthropic takes no api_version= (azure-openai and azure-foundry take it); an "
+            "endpoint that needs one takes it written into base_url= (...?api-version=...)",
+        ),
+        (
+            "gemini",
+            "api_version",
+            "v1",
+            "gemini takes no api_version= (azure-openai and azure-foundry take it); an "
+            "endpoint that needs one takes it written into base_url= (...?api-version=...)",
+        ),
+        # Dropped without a word.
+        (
+            "openai",
+            "project",
+            "proj_1",
+            "openai takes no project= (vertex-gemini takes it); an OpenAI project goes as a "
+            "header: headers={'OpenAI-Project': ...}",
+        ),
+        ("gemini", "project", "p", "gemini takes no project= (vertex-gemini takes it)"),
+        ("gemini", "location", "us-central1", "gemini takes no location= (vertex-gemini takes it)"),
+        (
+            "groq",
+            "account_id",
+            "acct",
+            "groq takes no account_id= (workers-ai and azure-anthropic take it)",
+        ),
+        (
+            "local",
+            "project",
+            "p",
+            "local takes no project= (vertex-gemini takes it)",
+        ),
+        (
+            "openai",
+            "credentials",
+            object(),
+            "openai takes no credentials= (vertex-gemini takes it); pass api_key=",
+        ),
+    ],
+)
+def test_an_option_the_preset_does_not_read_is_refused_naming_the_presets_that_do(
+    name: str, option: str, value: object, message: str
+) -> None:
+    sent: list[httpx2.Request] = []
+    with pytest.raises(TypeError) as caught:
+        allama.provider(name, api_key=SECRET, transport=_both_ways(sent.append), **{option: value})
+    assert str(caught.value) == message
+    assert sent == []
+
+
+@pytest.mark.parametrize(
+    ("name", "options", "url"),
+    [
+        (
+            "azure-openai",
+            {"endpoint": RESOURCE, "api_version": "2025-01-01-preview"},
+            f"{RESOURCE}/openai/deployments/m/chat/completions?api-version=2025-01-01-preview",
+        ),
+        (
+            "azure-foundry",
+            {"endpoint": "https://r.services.ai.azure.com/models", "api_version": "2024-05-01"},
+            "https://r.services.ai.azure.com/models/chat/completions?api-version=2024-05-01",
+        ),
+        (
+            "workers-ai",
+            {"account_id": "acc123"},
+            "https://api.cloudflare.com/client/v4/accounts/acc123/ai/v1/chat/completions",
+        ),
+        (
+            "azure-anthropic",
+            {"account_id": "res"},
+            "https://res.services.ai.azure.com/anthropic/v1/messages",
+        ),
+        (
+            "vertex-gemini",
+            {"project": "p-1", "location": "us-central1", "access_token": "tok"},
+            "https://us-central1-aiplatform.googleapis.com/v1/projects/p-1/locations/"
+            "us-central1/publishers/google/models/m:generateContent",
+        ),
+    ],
+)
+def test_each_preset_still_takes_the_options_it_reads(
+    wire: _Wire, name: str, options: dict[str, str], url: str
+) -> None:
+    if "access_token" not in options:
+        options = {**options, "api_key": SECRET}
+    assert str(wire.send(name, **options).url) == url
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("api_key", ""), ("api_key", "  "), ("api_key", "\n"), ("access_token", "")],
+)
+def test_an_empty_key_or_token_is_refused_naming_it(
+    monkeypatch: pytest.MonkeyPatch, option: str, value: str
+) -> None:
+    # `api_key=os.getenv("X", "")` switched the environment's key off, and the first call
+    # said none was set.
+    monkeypatch.setenv("OPENAI_API_KEY", "ENV-KEY-987654")
+    with pytest.raises(ValueError) as caught:
+        allama.provider("openai", **{option: value})
+    assert str(caught.value) == (
+        f"{option} is empty; leave it out to use the key from the environment"
+    )

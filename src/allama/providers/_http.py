@@ -58,7 +58,7 @@ from allama.providers._options import (
     check_url,
     key_fault,
 )
-from allama.providers._presets import Preset
+from allama.providers._presets import PRESETS, Preset
 from allama.transport import Transport, check_deadline, check_timeout, mask_query_in_log
 from allama.types import CapabilitySupport, ChatCapability, RequestField
 
@@ -394,6 +394,60 @@ def _check_options(
         check_deadline(deadline)
 
 
+def _places(preset: Preset) -> frozenset[str]:
+    """The places (`account`, `project`, `location`) of the preset's URL templates."""
+    import string
+
+    templates = (preset.account_url or "", *preset.location_urls.values())
+    return frozenset(
+        name
+        for template in templates
+        for _, name, _, _ in string.Formatter().parse(template)
+        if name
+    )
+
+
+_READ_BY: Mapping[str, Callable[[Preset], bool]] = {
+    # (Azure OpenAI's v1 API, api='responses', sends none by default, and still takes one.)
+    "api_version": lambda preset: bool(
+        preset.api_version or preset.api_version_env or preset.versioned_urls
+    ),
+    "account_id": lambda preset: "account" in _places(preset),
+    "project": lambda preset: "project" in _places(preset),
+    "location": lambda preset: "location" in _places(preset),
+    "credentials": lambda preset: preset.application_credentials,
+}
+"""Which presets read each option of some presets alone, by their data; any other preset
+refuses it, rather than drop it (`project=` on openai) or send it where no API asks for it
+(`api_version=` as `?api-version=` on every call)."""
+
+_INSTEAD: Mapping[tuple[str, str], str] = {
+    ("credentials", ""): "; pass api_key=",
+    ("api_version", ""): (
+        "; an endpoint that needs one takes it written into base_url= (...?api-version=...)"
+    ),
+    ("project", "openai"): (
+        "; an OpenAI project goes as a header: headers={'OpenAI-Project': ...}"
+    ),
+}
+"""What to do instead, by option and preset (`""`: any preset)."""
+
+
+def _refuse_unread(preset: Preset, given: Mapping[str, object]) -> None:
+    """Refuse an option `preset` does not read (`_READ_BY`), naming the presets that do."""
+    for option, reads in _READ_BY.items():
+        if given.get(option) is None or reads(preset):
+            continue
+        having = [other.name for other in PRESETS.values() if reads(other)]
+        owners = (
+            f"{', '.join(having[:-1])} and {having[-1]} take"
+            if len(having) > 1
+            else f"{having[0]} takes"
+        )
+        instead = _INSTEAD.get((option, preset.name)) or _INSTEAD.get((option, ""), "")
+        raise TypeError(f"{preset.name} takes no {option}= ({owners} it){instead}")
+
+
 class HttpOptions(TypedDict, total=False):
     """`HttpProvider`'s keyword options, for code that gathers them before building one
     (a misspelt name is then a type error, not a failure at run time)."""
@@ -471,6 +525,16 @@ class HttpProvider:
             project=project,
             location=location,
             access_token=access_token,
+        )
+        _refuse_unread(
+            preset,
+            {
+                "api_version": api_version,
+                "account_id": account_id,
+                "project": project,
+                "location": location,
+                "credentials": credentials,
+            },
         )
         self._preset = preset
         if preset.key_url is not None and api_key is not None:
@@ -602,8 +666,6 @@ class HttpProvider:
         if credentials is not None or (
             preset.application_credentials and not self._api_key and not access_token
         ):
-            if not preset.application_credentials:
-                raise TypeError(f"{preset.name} takes no credentials=; pass api_key=")
             self._tokens = RefreshingToken(preset.name, credentials)
         if self._url_query and self._base_url is not None:
             mask_query_in_log(self._base_url)

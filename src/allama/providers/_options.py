@@ -82,6 +82,10 @@ def check_key(value: Any, *, name: str = "api_key") -> None:
         return
     if not isinstance(value, str):
         raise TypeError(f"{name} must be a string (the key itself), got {_kind(value)}")
+    if not value.strip():
+        # An empty key given (`api_key=os.getenv("X", "")`) would switch the environment's
+        # off, and the first call say none was set.
+        raise ValueError(f"{name} is empty; leave it out to use the key from the environment")
     fault = key_fault(value)
     if fault == "around":
         raise ValueError(
@@ -124,6 +128,31 @@ def check_url(name: str, value: Any) -> None:
         )
     if not url.host:
         raise ValueError(f"{name} has no host, such as https://api.example.com/v1")
+    if url.port is not None and not 1 <= url.port <= _MAX_PORT:
+        # Else each call fails outside allama's errors (async), or goes to port 80 (`:0`).
+        raise ValueError(f"{name} has port {url.port}, outside 1-{_MAX_PORT}")
+    if not _resolvable(url.raw_host):
+        raise ValueError(
+            f"{name} has a host that is no valid name (an empty label, as in `a..b`, one "
+            f"over {_MAX_LABEL} characters, or over {_MAX_HOST} in all)"
+        )
+
+
+_MAX_PORT = 65535
+_MAX_LABEL = 63
+_MAX_HOST = 253
+
+
+def _resolvable(host: bytes) -> bool:
+    """Whether a name lookup takes `host` (as sent: IDNA-encoded): each label 1 to 63
+    characters, 253 in all, a final `.` aside. Else the lookup fails at every call, outside
+    allama's errors in sync code (the `idna` codec's UnicodeError). An IP literal passes."""
+    name = host.decode("ascii", "replace")
+    if ":" in name:  # (an IPv6 address, which httpx2 has checked)
+        return True
+    name = name.removesuffix(".")
+    labels = name.split(".")
+    return len(name) <= _MAX_HOST and all(0 < len(label) <= _MAX_LABEL for label in labels)
 
 
 def check_headers(value: Any) -> None:
