@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal, localcontext
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pydantic_core
 
@@ -55,6 +55,15 @@ SCHEMA_VERSION = 4
 HEARTBEAT_SECONDS = 5.0
 """How often a live run says so; a run on another host silent for `STALE_AFTER` is dead."""
 STALE_AFTER = 60.0
+LOCK_WAIT_MS = 60000
+"""How long a write waits for another connection's lock (another run's write, a copy
+holding the file) before it fails with SQLite's `database is locked`."""
+LOOP_WAIT_MS = 20
+"""How long a write on a run's event loop lets SQLite wait for a lock before it gives the
+loop back, to be tried again in a moment (`LedgerWriter`): SQLite waits by sleeping, and
+the loop may be the caller's, whose other tasks (a web server's) would stop meanwhile."""
+LOOP_PAUSE_MOST = 0.1
+"""The longest pause before such a write is tried again (from 5 ms, doubling)."""
 CHECKPOINT_WAIT_MS = 3000
 """How long a run that ends waits for readers and other runs to let it empty the `-wal`."""
 WAL_SIZE_LIMIT = 64 * 1024 * 1024
@@ -356,9 +365,14 @@ class Ledger:
             # By its absolute path: SQLite reads a name such as `file:app.db` as a URI (another
             # file than the one checked) and `:memory:` as no file at all.
             self._connection = sqlite3.connect(
-                self.path.absolute(), timeout=60.0, isolation_level=None, check_same_thread=False
+                self.path.absolute(),
+                timeout=LOCK_WAIT_MS / 1000,
+                isolation_level=None,
+                check_same_thread=False,
             )
         self._lock = threading.Lock()
+        self._waits_ms = 5000 if read_only else LOCK_WAIT_MS
+        """How long SQLite waits for another connection's lock now (`_wait_for_locks`)."""
         self._host = socket.gethostname()
         self._pid = os.getpid()
         self._last_beat = 0.0
@@ -369,7 +383,7 @@ class Ledger:
             return
         with self._lock:
             db = self._connection
-            db.execute("PRAGMA busy_timeout = 60000")
+            db.execute(f"PRAGMA busy_timeout = {LOCK_WAIT_MS}")
             _while_locked(lambda: db.execute("PRAGMA journal_mode = WAL"))
             db.execute("PRAGMA synchronous = NORMAL")
             db.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
@@ -498,10 +512,19 @@ class Ledger:
         )
         return Claim(True, attempts, row)
 
+    def _wait_for_locks(self, ms: int) -> None:
+        """Let SQLite wait up to `ms` for another connection's lock, set where it changes:
+        short for the writes on a run's event loop (`LedgerWriter`), which try again
+        later, the full wait for every other write."""
+        if ms != self._waits_ms:
+            self._connection.execute(f"PRAGMA busy_timeout = {ms}")
+            self._waits_ms = ms
+
     @contextlib.contextmanager
-    def _transaction(self) -> Iterator[None]:
+    def _transaction(self, wait_ms: int = LOCK_WAIT_MS) -> Iterator[None]:
         with self._lock:
             db = self._connection
+            self._wait_for_locks(wait_ms)
             db.execute("BEGIN IMMEDIATE")
             try:
                 yield
@@ -938,6 +961,7 @@ class Ledger:
     def _end(self, stopped: str | None) -> None:
         with self._lock:
             db = self._connection
+            self._wait_for_locks(LOCK_WAIT_MS)  # its statements commit one by one
             db.execute(
                 "UPDATE items SET status = ? WHERE run_id = ? AND status = ?",
                 (Status.PENDING, self.run_id, Status.IN_FLIGHT),
@@ -962,7 +986,7 @@ class Ledger:
         with self._lock:
             if not self._read_only:
                 with contextlib.suppress(sqlite3.Error):
-                    self._connection.execute(f"PRAGMA busy_timeout = {CHECKPOINT_WAIT_MS}")
+                    self._wait_for_locks(CHECKPOINT_WAIT_MS)
                     self._connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
             self._connection.close()
 
@@ -1354,6 +1378,12 @@ def item_columns(connection: sqlite3.Connection) -> set[str]:
     return {row[1] for row in connection.execute("PRAGMA table_info(items)")}
 
 
+def _locked(error: BaseException) -> bool:
+    """Whether `error` is SQLite's for a lock another connection holds."""
+    words = str(error)
+    return isinstance(error, sqlite3.OperationalError) and ("locked" in words or "busy" in words)
+
+
 def _while_locked(statement: Callable[[], Any], limit: float = 60.0) -> Any:
     """Run `statement`, again while another connection holds the lock it needs. SQLite
     answers some statements (switching to WAL while another run opens the same new ledger)
@@ -1364,8 +1394,7 @@ def _while_locked(statement: Callable[[], Any], limit: float = 60.0) -> Any:
         try:
             return statement()
         except sqlite3.OperationalError as error:
-            locked = "locked" in str(error) or "busy" in str(error)
-            if not locked or time.monotonic() > deadline:
+            if not _locked(error) or time.monotonic() > deadline:
                 raise
         time.sleep(pause)
         pause = min(pause * 2, 0.25)
@@ -1613,7 +1642,12 @@ class LedgerWriter:
     Every write waits for its commit, so a claim is on disk before its input is sent and a
     result before it is handed over, as with one transaction each, at a fraction of the
     cost. (A thread of its own for the writes cost more than it saved: handing each write
-    over and back, and the interpreter lock between the two threads.)"""
+    over and back, and the interpreter lock between the two threads.)
+
+    Where another connection holds the ledger's lock (another run's write, a copy), SQLite
+    waits `LOOP_WAIT_MS` at most, and the writes are tried again after a pause that grows,
+    the loop going on meanwhile, until the lock has been held `LOCK_WAIT_MS` in all: then
+    they fail, as a write that waited so long does."""
 
     def __init__(self, ledger: Ledger) -> None:
         self._ledger = ledger
@@ -1622,6 +1656,10 @@ class LedgerWriter:
         self.commits = 0
         self.first_unknown: Callable[[], None] | None = None
         """Called once, when a claim first finds an input the ledger did not hold."""
+        self._again: asyncio.TimerHandle | None = None
+        """The flush to come, of writes that found the ledger locked."""
+        self._locked_since: float | None = None
+        self._pause = 0.0
         # The run says it is alive while nothing is written too (calls that take minutes,
         # a long pause after a 429): a run on another host would take its inputs over.
         self._beating = self._loop.create_task(self._beat())
@@ -1725,21 +1763,36 @@ class LedgerWriter:
         return done
 
     def close(self) -> None:
-        """Commit what is still waiting, and stop the heartbeat (a run that ends)."""
+        """Commit what is still waiting, and stop the heartbeat (a run that ends): at once,
+        waiting for a lock as long as any write outside the loop does."""
         self._beating.cancel()
-        self._flush()
+        self._flush(patient=True)
+
+    async def aclose(self) -> None:
+        """`close`, the writes still waiting committed as the loop's writes are: the loop
+        goes on while another connection holds the lock. Their failure is theirs: each
+        write's task was told (`close` raises none either)."""
+        self._beating.cancel()
+        if self._pending:
+            with contextlib.suppress(sqlite3.Error):
+                await finished(self._submit(lambda: None))  # committed after those before
 
     def commit(self) -> None:
         """Commit what is still waiting now; the run goes on (and its heartbeat)."""
-        self._flush()
+        self._flush(patient=True)
 
-    def _flush(self) -> None:
+    def _flush(self, *, patient: bool = False) -> None:
+        if self._again is not None:
+            self._again.cancel()
+            self._again = None
         batch, self._pending = self._pending, []
         if not batch:
             return
         outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | None]] = []
+        begun = False
         try:
-            with self._ledger._transaction():
+            with self._ledger._transaction(LOCK_WAIT_MS if patient else LOOP_WAIT_MS):
+                begun = True
                 for write, done in batch:
                     try:
                         outcomes.append((done, write(), None))
@@ -1747,6 +1800,75 @@ class LedgerWriter:
                         outcomes.append((done, None, failed))
             self.commits += 1
         except BaseException as failed:  # the commit failed: so did every write in it
+            if not begun and _locked(failed) and self._try_later(batch):
+                return  # nothing was written: the same writes, in a moment
             outcomes = [(done, None, failed) for _, done in batch]
+        self._locked_since = None
         for done, result, problem in outcomes:
             settle(done, result, problem)
+
+    def _try_later(self, batch: list[tuple[Callable[[], Any], asyncio.Future[Any]]]) -> bool:
+        """Flush `batch` (with what comes meanwhile) again after a pause, from 5 ms, doubling
+        up to `LOOP_PAUSE_MOST`; `False` once the lock has been held `LOCK_WAIT_MS`."""
+        now = time.monotonic()
+        if self._locked_since is None:
+            self._locked_since, self._pause = now, 0.005
+        elif now - self._locked_since >= LOCK_WAIT_MS / 1000:
+            return False
+        else:
+            self._pause = min(self._pause * 2, LOOP_PAUSE_MOST)
+        self._pending[:0] = batch
+        self._again = self._loop.call_later(self._pause, self._flush)
+        return True
+
+
+_T = TypeVar("_T")
+
+
+async def finished(future: asyncio.Future[_T]) -> _T:
+    """What `future` gives, waited for to its end even where the task awaiting it is
+    cancelled meanwhile: the run does not end (nor its loop close) while a step of its
+    ledger (its opening, its last writes, its end) is still under way, as it did not while
+    the step stopped the loop. The cancellation comes again at the task's next wait (or as
+    it ends)."""
+    interrupted = False
+    try:
+        while True:
+            try:
+                return await asyncio.shield(future)
+            except asyncio.CancelledError:
+                if future.cancelled():
+                    interrupted = False  # (raised here: the task's cancellation with it)
+                    raise
+                interrupted = True
+    finally:
+        task = asyncio.current_task()
+        if interrupted and task is not None:
+            task.uncancel()  # (counted once, as it was asked once)
+            task.cancel()
+
+
+async def aside(work: Callable[[], _T]) -> _T:
+    """`work()`, a step of the ledger that may wait for SQLite's locks a while (a run's
+    opening, up to a minute behind another run's write; its end's checkpoint, seconds
+    behind a reader), in a daemon thread of its own: the event loop, perhaps the caller's,
+    goes on meanwhile. Finished whatever happens to the task that awaits it (`finished`)."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[_T] = loop.create_future()
+
+    def work_and_tell() -> None:
+        result: Any = None
+        error: BaseException | None = None
+        try:
+            result = work()
+        except BaseException as failed:  # handed to the task that waits
+            error = failed
+        with contextlib.suppress(RuntimeError):  # the loop closed: no one waits
+            loop.call_soon_threadsafe(settle, future, result, error)
+
+    thread = threading.Thread(target=work_and_tell, name="allama-ledger", daemon=True)
+    try:
+        thread.start()
+    except RuntimeError:  # the interpreter is exiting, and starts no thread: done here
+        work_and_tell()
+    return await finished(future)

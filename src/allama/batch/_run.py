@@ -82,6 +82,7 @@ from allama.batch._ledger import (
     LedgerRow,
     LedgerWriter,
     Status,
+    aside,
     check_ledger_file,
     kept_warnings,
     runs_settings,
@@ -1783,7 +1784,7 @@ class _Runner:
         spec = self.spec
         self.provider.loop = asyncio.get_running_loop()
         if spec.ledger is not None:
-            self.open_ledger(spec.ledger)
+            await self.open_ledger_aside(spec.ledger)
         # Inputs wait for a slot as tasks already made (and claimed in the ledger), as many
         # again as are in flight: a slot that frees is taken in the same turn of the loop,
         # where making the next task, or claiming its input, then would leave a connection
@@ -1858,7 +1859,8 @@ class _Runner:
             raise
         finally:
             inputs.close()
-            self._wrap_up()
+            stopped = self._wrap_up(end_ledger=False)
+            await self._end_ledger_aside(stopped)
         if self.unwritable is not None:
             raise self._unwritten() from self.unwritable
         if failed:
@@ -1957,8 +1959,10 @@ class _Runner:
         finally:
             self.caught_up = None
 
-    def _wrap_up(self) -> None:
-        """The run's end in its summary and its ledger (what it holds in flight: pending)."""
+    def _wrap_up(self, *, end_ledger: bool = True) -> str | None:
+        """The run's end in its summary and its ledger (what it holds in flight: pending),
+        and its stop as the ledger records it; `end_ledger=False` leaves the ledger to
+        `_end_ledger_aside`."""
         summary = self.summary
         suspected = self.suspected
         if suspected is not None and self.stopping is None and self.answered_at < suspected[2]:
@@ -2002,30 +2006,47 @@ class _Runner:
         self.summary.slowdowns = self.limiter.slowdowns
         self.summary.rate_limited = self.limiter.rate_limited
         self.summary.resets_waited = self.limiter.resets_waited
-        if self.ledger is not None and self.book is not None:
+        if end_ledger and self.ledger is not None and self.book is not None:
             self.ledger.close()
-            if self.paid_at_cut:  # pending with it, as a pass kept before a further call is
-                with contextlib.suppress(sqlite3.Error), self.book._transaction():
-                    for key, records in self.paid_at_cut.items():
-                        paid, before = records[-1], records[:-1]
-                        self.book._keep_paid(
-                            key, _stored_record(paid, before), _paid_text(paid, before)
-                        )
-            if self.elsewhere_keys:  # the run that held them may have ended, unfinished
-                with contextlib.suppress(sqlite3.Error):
-                    summary.elsewhere_left = self.book.left_by_ended_runs(self.elsewhere_keys)
-            if self.unsent:  # claimed, then abandoned before their send: no attempt made
-                with contextlib.suppress(sqlite3.Error), self.book._transaction():
-                    for key in self.unsent:
-                        self.book._release(key)
-            try:
-                self.book.end(stopped)
-            except sqlite3.Error as error:  # raised by the run as it ends, naming the ledger
-                self.end_unwritten = self.unwritable is None
-                self.unwritable = self.unwritable or error
-            finally:
-                with contextlib.suppress(sqlite3.Error):
-                    self.book.close()
+            self._end_book(stopped)
+        return stopped
+
+    async def _end_ledger_aside(self, stopped: str | None) -> None:
+        """The ledger's end (`_wrap_up`'s) off the event loop, which may be the caller's:
+        the writes still waiting committed as any on the loop are, then the rest, whose
+        waits for SQLite's locks (another run's write, the checkpoint's for readers:
+        `Ledger.close`) may be long, in a thread."""
+        if self.ledger is None or self.book is None:
+            return
+        await self.ledger.aclose()
+        await aside(lambda: self._end_book(stopped))
+
+    def _end_book(self, stopped: str | None) -> None:
+        """What the run leaves in the ledger as it ends (`stopped`: its stop), and its
+        close."""
+        book, summary = self.book, self.summary
+        if book is None:
+            return
+        if self.paid_at_cut:  # pending with it, as a pass kept before a further call is
+            with contextlib.suppress(sqlite3.Error), book._transaction():
+                for key, records in self.paid_at_cut.items():
+                    paid, before = records[-1], records[:-1]
+                    book._keep_paid(key, _stored_record(paid, before), _paid_text(paid, before))
+        if self.elsewhere_keys:  # the run that held them may have ended, unfinished
+            with contextlib.suppress(sqlite3.Error):
+                summary.elsewhere_left = book.left_by_ended_runs(self.elsewhere_keys)
+        if self.unsent:  # claimed, then abandoned before their send: no attempt made
+            with contextlib.suppress(sqlite3.Error), book._transaction():
+                for key in self.unsent:
+                    book._release(key)
+        try:
+            book.end(stopped)
+        except sqlite3.Error as error:  # raised by the run as it ends, naming the ledger
+            self.end_unwritten = self.unwritable is None
+            self.unwritable = self.unwritable or error
+        finally:
+            with contextlib.suppress(sqlite3.Error):
+                book.close()
 
     def _ledger_broke(self, error: sqlite3.Error) -> None:
         """The ledger could not be written (a full disk, a lock held past SQLite's wait):
@@ -3089,11 +3110,27 @@ class _Runner:
         # so that a resumed run says so rather than hand back another value.
         return value, WITHHELD if secrets else source
 
-    def open_ledger(self, path: str | os.PathLike[str]) -> None:
-        """Open the run's ledger, registering the run, and read what it needs from it: what
-        earlier runs paid (`carry_from`), and each run's endpoint."""
+    def open_ledger(self, path: str | os.PathLike[str], book: Ledger | None = None) -> None:
+        """Open the run's ledger (or take `book`, opened by `_new_book`), registering the
+        run, and read what it needs from it: what earlier runs paid (`carry_from`), and
+        each run's endpoint."""
+        self.book = self._new_book(path) if book is None else book
+        self.ledger = LedgerWriter(self.book)
+        self.carry_from(self.book)
+        # The runs' settings read once, for both.
+        kept = self.book.settings_of_runs(*_WRITERS_SETTINGS, *_COMPARED)
+        self.writers.update({name: kept[name] for name in _WRITERS_SETTINGS})
+        self.say_schema_change(self.ledger, ledger_schema_change(self.book, self.spec, kept))
+
+    async def open_ledger_aside(self, path: str | os.PathLike[str]) -> None:
+        """`open_ledger`, the ledger opened in a thread (`aside`): its opening waits for
+        another run's write to end (up to a minute), which would stop the event loop,
+        perhaps the caller's, meanwhile."""
+        self.open_ledger(path, await aside(lambda: self._new_book(path)))
+
+    def _new_book(self, path: str | os.PathLike[str]) -> Ledger:
         try:
-            self.book = Ledger(
+            return Ledger(
                 path,
                 settings=self.spec.settings,
                 schema=(self.spec.settings["types"], self.spec.schema),
@@ -3102,12 +3139,6 @@ class _Runner:
             raise LedgerError(
                 f"the ledger `{path}` cannot be opened for the run: {error}"
             ) from error
-        self.ledger = LedgerWriter(self.book)
-        self.carry_from(self.book)
-        # The runs' settings read once, for both.
-        kept = self.book.settings_of_runs(*_WRITERS_SETTINGS, *_COMPARED)
-        self.writers.update({name: kept[name] for name in _WRITERS_SETTINGS})
-        self.say_schema_change(self.ledger, ledger_schema_change(self.book, self.spec, kept))
 
     def say_schema_change(self, ledger: LedgerWriter, said: str | None) -> None:
         """Warn where the type's schema differs from that of an earlier run of a type of the
