@@ -1328,6 +1328,12 @@ def test_a_presets_refusal_of_its_base_url_advises_in_the_commands_options(
         "allama batch run: a base URL ending in /v1 is Ollama's OpenAI-compatible endpoint: "
         "use --provider ollama-openai --base-url URL, or leave /v1 out\n"
     )
+    # A base URL no call can reach is named as the option it came from, as `status` names it.
+    unreachable = ["--provider", "openai", "--base-url", "http://127.0.0.1:99999/v1"]
+    assert main([*command, *unreachable]) == 2
+    assert capsys.readouterr().err == (
+        "allama batch run: --base-url has port 99999, outside 1-65535\n"
+    )
     azure = ["--provider", "azure-openai", "--base-url", "https://x.services.ai.azure.com/models"]
     assert main([*command, *azure]) == 2
     assert capsys.readouterr().err == (

@@ -2039,8 +2039,10 @@ preset's for a vendor's own host, ollama's for its `/v1`, azure-openai's for `/m
 def _in_command_terms(text: str) -> str:
     """The library's advice in the command's options: it has no `api_key=` (its
     environment variable is the way), and builds the provider of `--provider` at
-    `--base-url`, not by `allama.provider(...)`."""
+    `--base-url`, not by `allama.provider(...)`, whose `base_url` is its `--base-url`."""
     text = text.replace("pass api_key= or set", "set")
+    if text.startswith("base_url "):
+        text = f"--base-url {text.removeprefix('base_url ')}"
     return _PROVIDER_ADVICE.sub(r"--provider \1 --base-url URL", text)
 
 
