@@ -244,3 +244,37 @@ def test_a_decimal_from_a_stream_is_the_number_written(
         extracted = stream.finish()
     assert str(extracted.value.amount) == expected
     assert extracted.value.big == int(BIG)
+
+
+def test_each_of_many_calls_keeps_its_own_numbers() -> None:
+    """Each call's arguments are found in the body read again by going up from them: the
+    numbers of one call never land in another's, however many there are."""
+    blocks = [
+        {
+            "type": "tool_use",
+            "id": f"toolu_{index}",
+            "name": "f",
+            "input": {"v": [f"{index}.10000000000000000001"], "s": "x"},
+        }
+        for index in range(300)
+    ]
+    text = (
+        json.dumps(
+            {
+                "id": "msg_1",
+                "type": "message",
+                "role": "assistant",
+                "model": "claude-sonnet-4-5",
+                "content": blocks,
+                "stop_reason": "tool_use",
+                "usage": {"input_tokens": 1, "output_tokens": 1},
+            }
+        )
+        .replace('["', "[")
+        .replace('"]', "]")
+    )
+    response = anthropic_response(200, {}, text.encode(), provider="anthropic", model="m")
+    calls = [block for block in response.content if isinstance(block, ToolCall)]
+    assert [call.arguments for call in calls] == [
+        f'{{"v":[{index}.10000000000000000001],"s":"x"}}' for index in range(300)
+    ]

@@ -111,13 +111,17 @@ class Numbers:
     written as read. `halves`: the payload holds each lone surrogate of the text as U+FFFD
     (`read_storable_json` said so), as the text read again then does."""
 
-    __slots__ = ("_exact", "_halves", "_payload", "_text")
+    __slots__ = ("_exact", "_halves", "_parents", "_payload", "_text")
 
     def __init__(self, payload: Any, text: bytes | str, *, halves: bool = False) -> None:
         self._payload = payload
         self._text = text
         self._halves = halves
         self._exact: Any = _UNREAD
+        self._parents: dict[int, tuple[int, str | int]] | None = None
+        """Each container of the payload by identity, with its parent's and its key there:
+        walked once, on the first part asked for, so that each part's place is found by
+        going up, not by walking the payload again for each (a body of 1,600 calls)."""
 
     def text_of(self, value: Any) -> str:
         """`value`, a part of the payload, as compact JSON text (`json_text`), its numbers
@@ -135,7 +139,9 @@ class Numbers:
         written (`ExactNumber`); `value` itself when it holds no float or is not found."""
         if not holds_float(value):
             return value
-        path = _path_to(self._payload, value)
+        if self._parents is None:
+            self._parents = _parents_in(self._payload)
+        path = _path_up(self._parents, self._payload, value)
         if path is None:
             return value
         if self._exact is _UNREAD:
@@ -172,19 +178,36 @@ def _has(node: Any, step: str | int) -> bool:
     return isinstance(node, dict) and step in node
 
 
-def _path_to(root: Any, target: Any) -> list[str | int] | None:
-    """The keys and indexes from `root` to `target` (the very object), or `None` when it is
-    not in `root`. Walked without recursion."""
-    pending: list[tuple[Any, tuple[str | int, ...]]] = [(root, ())]
+def _parents_in(root: Any) -> dict[int, tuple[int, str | int]]:
+    """Each object and array within `root` by identity, with its parent's identity and its
+    key or index there. Walked once, without recursion."""
+    parents: dict[int, tuple[int, str | int]] = {}
+    pending = [root] if isinstance(root, dict | list) else []
     while pending:
-        item, path = pending.pop()
-        if item is target:
-            return list(path)
-        if isinstance(item, dict):
-            pending.extend((member, (*path, key)) for key, member in item.items())
-        elif isinstance(item, list):
-            pending.extend((member, (*path, index)) for index, member in enumerate(item))
-    return None
+        item = pending.pop()
+        members = item.items() if isinstance(item, dict) else enumerate(item)
+        for key, member in members:
+            if isinstance(member, dict | list) and id(member) not in parents:
+                parents[id(member)] = (id(item), key)
+                pending.append(member)
+    return parents
+
+
+def _path_up(
+    parents: dict[int, tuple[int, str | int]], root: Any, target: Any
+) -> list[str | int] | None:
+    """The keys and indexes from `root` to `target` (the very object), or `None` when it is
+    not in `root`."""
+    path: list[str | int] = []
+    at = id(target)
+    while at != id(root):
+        found = parents.get(at)
+        if found is None:
+            return None
+        at, key = found
+        path.append(key)
+    path.reverse()
+    return path
 
 
 class _Mark(str):
