@@ -564,3 +564,17 @@ def test_a_search_key_given_in_the_body_option_is_cut_from_an_error_that_echoes_
         "Invalid data source: authentication key <redacted> for index docs was rejected"
     )
     assert SEARCH_KEY not in (caught.value.context.body or "")
+
+
+def test_the_models_words_under_a_key_named_key_are_not_taken_for_a_credential() -> None:
+    """A tool call's `{"key": "max_tokens"}` is the conversation, not a credential of the
+    call's: an error that quotes `max_tokens` keeps it."""
+    from allama.types import ToolCall
+
+    said = {"error": {"code": "invalid_request_error", "message": "max_tokens too large"}}
+    made, _ = provider("azure-openai", (400, said), endpoint=ENDPOINT)
+    call = ToolCall.of("call_1", "set_setting", {"key": "max_tokens", "value": "messages"})
+    request = ChatRequest("gpt-4o").user("hi").assistant([call]).tool_result(call, "ok")
+    with pytest.raises(InvalidRequestError) as caught:
+        made.chat(request.user("again"))
+    assert caught.value.message == "max_tokens too large"

@@ -1824,15 +1824,19 @@ def _body_credentials(http: HttpRequest | None) -> set[str]:
     """The credentials a call's body carries, as a body option gives them (Azure On Your
     Data's search key, `data_sources[].parameters.authentication.key`): each string under
     a key that names one (`is_secret_header`'s reading of a name), which a provider's
-    error may echo. Read on an error's way out only."""
+    error may echo. Not in the conversation, its tools or its schemas (`_SAID`): a tool
+    call's `{"key": "max_tokens"}` is the model's words, which an error may quote. Read on
+    an error's way out only."""
     if http is None or not http.content:
         return set()
     try:
         body = read_json(http.content)
     except ValueError:
         return set()
+    if not isinstance(body, dict):
+        return set()
     found: set[str] = set()
-    pending: list[Any] = [body]
+    pending: list[Any] = [value for name, value in body.items() if name not in _SAID]
     while pending:
         node = pending.pop()
         if isinstance(node, dict):
@@ -1845,6 +1849,30 @@ def _body_credentials(http: HttpRequest | None) -> set[str]:
         elif isinstance(node, list):
             pending.extend(node)
     return found
+
+
+_SAID = frozenset(
+    {
+        "messages",
+        "input",
+        "contents",
+        "system",
+        "systemInstruction",
+        "system_instruction",
+        "instructions",
+        "tools",
+        "tool_choice",
+        "toolConfig",
+        "response_format",
+        "text",
+        "generationConfig",
+        "output_config",
+        "format",
+        "prompt",
+    }
+)
+"""A body's fields that hold the conversation, its tools and its schemas, in every dialect:
+words of the caller's or the model's, no credential of the call's."""
 
 
 def _bearer(http: HttpRequest | None) -> str | None:
