@@ -567,14 +567,18 @@ def test_a_search_key_given_in_the_body_option_is_cut_from_an_error_that_echoes_
 
 
 def test_the_models_words_under_a_key_named_key_are_not_taken_for_a_credential() -> None:
-    """A tool call's `{"key": "max_tokens"}` is the conversation, not a credential of the
-    call's: an error that quotes `max_tokens` keeps it."""
+    """A tool call's `{"key": "max_tokens"}` (an object in Anthropic's body) is the
+    conversation, not a credential of the call's: an error that quotes `max_tokens` keeps
+    it."""
     from allama.types import ToolCall
 
-    said = {"error": {"code": "invalid_request_error", "message": "max_tokens too large"}}
-    made, _ = provider("azure-openai", (400, said), endpoint=ENDPOINT)
-    call = ToolCall.of("call_1", "set_setting", {"key": "max_tokens", "value": "messages"})
-    request = ChatRequest("gpt-4o").user("hi").assistant([call]).tool_result(call, "ok")
+    said = {
+        "type": "error",
+        "error": {"type": "invalid_request_error", "message": "max_tokens too large for model"},
+    }
+    made, _ = provider("anthropic", (400, said))
+    call = ToolCall.of("toolu_1", "set_setting", {"key": "max_tokens", "value": "messages"})
+    request = ChatRequest("claude-sonnet-4-5").user("hi").assistant([call])
     with pytest.raises(InvalidRequestError) as caught:
-        made.chat(request.user("again"))
-    assert caught.value.message == "max_tokens too large"
+        made.chat(request.tool_result(call, "ok").user("again"))
+    assert caught.value.message == "max_tokens too large for model"
