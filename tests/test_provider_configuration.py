@@ -1580,3 +1580,27 @@ def test_an_empty_key_or_token_is_refused_naming_it(
     assert str(caught.value) == (
         f"{option} is empty; leave it out to use the key from the environment"
     )
+
+
+@pytest.mark.parametrize("preset", ["vllm", "llama-cpp", "openai-compatible", "ollama"])
+def test_an_empty_key_to_a_server_that_needs_none_is_no_key(
+    monkeypatch: pytest.MonkeyPatch, preset: str
+) -> None:
+    # `api_key=os.getenv("VLLM_API_KEY", "")` for a local server: no key, as before, not
+    # a refusal that speaks of an environment key the preset does not need.
+    monkeypatch.delenv("OLLAMA_HOST", raising=False)
+    sent: list[httpx2.Request] = []
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        sent.append(request)
+        return httpx2.Response(500, json={"error": {"message": "stop here"}})
+
+    made = allama.provider(
+        preset,
+        base_url="http://127.0.0.1:8000",
+        api_key="",
+        transport=Transport(client=httpx2.Client(transport=httpx2.MockTransport(answer))),
+    )
+    with pytest.raises(allama.Error):
+        made.chat(ChatRequest("m").user("hi"))
+    assert "authorization" not in sent[0].headers

@@ -512,6 +512,10 @@ class HttpProvider:
         tracer_provider: object | None = None,
         capture_content: bool | None = None,
     ) -> None:
+        if isinstance(api_key, str) and not api_key.strip() and not preset.key_required:
+            # A server that needs no key (`api_key=os.getenv("VLLM_API_KEY", "")` for a
+            # local one): an empty key is none, as it was, not one to set.
+            api_key = None
         _check_options(
             api_key=api_key,
             base_url=base_url,
