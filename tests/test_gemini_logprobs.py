@@ -507,7 +507,7 @@ def test_a_malformed_result_is_dropped_whole(name: str) -> None:
     assert response.logprobs is None
     said = [w.message for w in response.warnings if w.is_about(RequestField.LOGPROBS)]
     # Left out with a word, as Chat Completions' are; an empty list is no token written.
-    assert said == ([] if name == "chosen empty" else [UNREAD_LOGPROBS])
+    assert said == ([] if name in ("chosen empty", "chosen missing") else [UNREAD_LOGPROBS])
 
 
 UNREAD_LOGPROBS = (
@@ -638,3 +638,11 @@ def test_a_streamed_enum_answer_comes_without_logprobs_and_says_why(server: _Ser
     (path, _, body) = server.seen[0]
     assert path == "/v1beta/models/gemini-2.0-flash:streamGenerateContent?alt=sse"
     assert body["generationConfig"] == ENUM_CONFIG
+
+
+@pytest.mark.parametrize("result", [{}, {"logProbabilitySum": -0.1}])
+def test_a_result_of_no_tokens_is_no_list_to_warn_of(result: dict[str, Any]) -> None:
+    """Proto3 JSON leaves an empty list out: a candidate that wrote no token comes with an
+    empty `logprobsResult`, or its sum alone, which is nothing unread."""
+    response = _decode(_body(_candidate("", result)))
+    assert (response.logprobs, response.warnings) == (None, ())

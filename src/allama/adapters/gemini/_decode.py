@@ -1027,10 +1027,10 @@ def decode_payload(
         provider_data[SERVICE_TIER_KEY] = chunk.tier
     logprobs = None if chunk.logprobs is None else logprobs_of(chunk.logprobs)
     unread = chunk.logprobs is not None and logprobs is None
-    written = not (
-        isinstance(chunk.logprobs, dict) and chunk.logprobs.get("chosenCandidates") == []
-    )
-    if unread and written:  # (an empty list: no token written, none to read)
+    # No tokens (`chosenCandidates` empty, or left out as proto3 JSON leaves an empty list
+    # out, beside a `logProbabilitySum` alone): nothing written, none to read.
+    written = not (isinstance(chunk.logprobs, dict) and not chunk.logprobs.get("chosenCandidates"))
+    if unread and written:
         warnings = (
             *warnings,
             Warning.unsupported(
