@@ -679,20 +679,30 @@ def _places_of(adapter: TypeAdapter[Any]) -> _Places | None:
         return _places[adapter]
     except KeyError:
         pass
-    core = cast(dict[str, Any], adapter.core_schema)
-    refs: dict[str, dict[str, Any]] = {}
-    found = False
-    for node in schema_nodes(core):
-        config = node.get("config")
-        if node["type"] in _CONFIGURED and isinstance(config, dict):
-            found = found or (
-                config.get("loc_by_alias") is False or config.get("hide_input_in_errors") is True
-            )
-        if isinstance(node.get("ref"), str):
-            refs[node["ref"]] = node
-    places = _Places(core, refs) if found else None
-    _places[adapter] = places
+    core, refs, nodes = _core_of(adapter)
+    found = any(_configured_apart(node) for node in nodes)
+    places = _places[adapter] = _Places(core, refs) if found else None
     return places
+
+
+def _configured_apart(node: dict[str, Any]) -> bool:
+    """Whether `node` is a model, dataclass or `TypedDict` that names its errors' places by
+    field name or hides their input."""
+    config = node.get("config")
+    if node["type"] not in _CONFIGURED or not isinstance(config, dict):
+        return False
+    return config.get("loc_by_alias") is False or config.get("hide_input_in_errors") is True
+
+
+def _core_of(
+    adapter: TypeAdapter[Any],
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]], list[dict[str, Any]]]:
+    """`adapter`'s core schema, the schemas it defines by `ref`, and all its nodes: what a
+    place is read through (`_Places`, `_Secrets`, `_Flags`), walked once."""
+    core = cast(dict[str, Any], adapter.core_schema)
+    nodes = list(schema_nodes(core))
+    refs = {node["ref"]: node for node in nodes if isinstance(node.get("ref"), str)}
+    return core, refs, nodes
 
 
 _PASSED = (
@@ -815,15 +825,8 @@ def _secrets_of(adapter: TypeAdapter[Any]) -> _Secrets | None:
         return _secrets[adapter]
     except KeyError:
         pass
-    core = cast(dict[str, Any], adapter.core_schema)
-    refs: dict[str, dict[str, Any]] = {}
-    found = False
-    for node in schema_nodes(core):
-        found = found or _is_secret(node)
-        if isinstance(node.get("ref"), str):
-            refs[node["ref"]] = node
-    secrets = _Secrets(core, refs) if found else None
-    _secrets[adapter] = secrets
+    core, refs, nodes = _core_of(adapter)
+    secrets = _secrets[adapter] = _Secrets(core, refs) if any(map(_is_secret, nodes)) else None
     return secrets
 
 
@@ -848,12 +851,9 @@ def _flag_listed(adapter: TypeAdapter[Any], loc: tuple[Any, ...]) -> str | None:
     try:
         flags = _flags[adapter]
     except KeyError:
-        core = cast(dict[str, Any], adapter.core_schema)
-        refs: dict[str, dict[str, Any]] = {}
+        core, refs, nodes = _core_of(adapter)
         listed: dict[type[enum.Flag], str] = {}
-        for node in schema_nodes(core):
-            if isinstance(node.get("ref"), str):
-                refs[node["ref"]] = node
+        for node in nodes:
             cls = node.get("cls")
             if node.get("type") == "enum" and isinstance(cls, type) and issubclass(cls, enum.Flag):
                 said = flag_expected(cls)
