@@ -340,7 +340,7 @@ def test_reasoning_outside_the_completion_is_read_from_the_numbers(
 ) -> None:
     answer = {**body({"content": '{"name":"Ada"}'}, "stop"), "usage": counts}
     target, _ = provider(
-        "azure-foundry", (200, answer), base_url="https://x.services.ai.azure.com/openai/v1"
+        "azure-foundry", (200, answer), base_url="https://x.services.ai.azure.com/models"
     )
     whole: ChatResponse = target.chat(ChatRequest("grok-4-1-fast-reasoning").user("x"))
     assert whole.usage == expected
