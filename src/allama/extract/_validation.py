@@ -39,7 +39,7 @@ from allama.extract._json_strict import BESIDE, said_first, validate_strict_json
 from allama.extract._kept import NOT_FINITE, Merged, kept_keys, merged_keys, non_finite_place
 from allama.extract._output import CAREFUL, OutputPlan, output_plan, schema_nodes
 from allama.schema._nulls import normalize_strict_nulls
-from allama.schema._types import flag_expected
+from allama.schema._types import CLASS_KINDS, flag_expected, named_fields
 from allama.schema._undeclared import UndeclaredKey, find_undeclared_key, format_path, key_step
 
 
@@ -84,16 +84,6 @@ def _describe(value: Any, secret: bool = False, unquoted: bool = False) -> str:
     return type(value).__name__
 
 
-_SECRET_KINDS = {
-    bool: "a secret boolean",
-    int: "a secret integer",
-    float: "a secret floating point number",
-    str: "a secret string",
-    list: "a sequence",
-    dict: "a map",
-}
-
-
 _UNQUOTED_KINDS = {
     bool: "a boolean",
     int: "an integer",
@@ -102,6 +92,13 @@ _UNQUOTED_KINDS = {
     list: "a sequence",
     dict: "a map",
 }
+"""A value the message does not quote, by its JSON type."""
+
+_SECRET_KINDS = {
+    kind: said if kind in (list, dict) else f"a secret {said.split(' ', 1)[1]}"
+    for kind, said in _UNQUOTED_KINDS.items()
+}
+"""A value in a secret-typed field, by its JSON type: a container says no more."""
 
 
 _EXPECTED = {
@@ -464,9 +461,6 @@ _Reading = tuple[tuple[Any, ...], bool, bool]
 """A place read through a type's core schema (`_Places`): its parts as the schema sent
 names them, whether its input is hidden, and whether each field named was found."""
 
-_CONFIGURED = frozenset({"model", "dataclass", "typed-dict"})
-"""Core schema kinds whose configuration (`config`) holds for the fields within."""
-
 
 @dataclass(frozen=True, slots=True)
 class _Places:
@@ -509,7 +503,7 @@ class _Places:
         seen.add((id(node), at))
         kind = node.get("type")
         own = node.get("config")
-        if kind in _CONFIGURED and isinstance(own, dict):
+        if kind in CLASS_KINDS and isinstance(own, dict):
             config = own
             hides = hides or own.get("hide_input_in_errors") is True
         if kind == "definition-ref":
@@ -566,10 +560,7 @@ class _Places:
         """`loc[at:]` read from a node of named fields: a field named by its name where the
         configuration names places so (`loc_by_alias=False`), by the key pydantic found
         it under otherwise."""
-        fields = node.get("fields", {})
-        named = (
-            fields if isinstance(fields, list) else [{"name": k, **v} for k, v in fields.items()]
-        )
+        named = [{**field, "name": name} for name, field in named_fields(node)]
         by_name = labels and isinstance(config, dict) and config.get("loc_by_alias") is False
         for field in named:
             name = field.get("name")
@@ -689,7 +680,7 @@ def _configured_apart(node: dict[str, Any]) -> bool:
     """Whether `node` is a model, dataclass or `TypedDict` that names its errors' places by
     field name or hides their input."""
     config = node.get("config")
-    if node["type"] not in _CONFIGURED or not isinstance(config, dict):
+    if node["type"] not in CLASS_KINDS or not isinstance(config, dict):
         return False
     return config.get("loc_by_alias") is False or config.get("hide_input_in_errors") is True
 
@@ -734,10 +725,7 @@ def _parts(node: dict[str, Any], loc: tuple[Any, ...], at: int) -> Iterator[tupl
         else:
             yield node.get("values_schema"), at + 1
     elif kind in ("model-fields", "typed-dict", "dataclass-args"):
-        fields = node.get("fields", {})
-        named = (
-            fields if isinstance(fields, list) else [{"name": k, **v} for k, v in fields.items()]
-        )
+        named = [{**field, "name": name} for name, field in named_fields(node)]
         found = False
         for field in named:
             for key in _field_keys(field):

@@ -12,7 +12,7 @@ import re
 import threading
 import types
 import typing
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
 from typing import Any, TypeVar, cast
@@ -413,7 +413,7 @@ class _StableDefaults(GenerateJsonSchema):
             raise
         if validating and "$ref" not in json_schema and self._reads_stripped(schema):
             _mark_stripped(json_schema)
-        if validating and kind in _CLASSES:
+        if validating and kind in CLASS_KINDS:
             self._judge_required(schema, json_schema)
         return json_schema
 
@@ -525,13 +525,9 @@ class _StableDefaults(GenerateJsonSchema):
             fields_node = fields_node.get("schema")
         if not isinstance(fields_node, dict):
             return
-        fields = fields_node.get("fields")
-        if fields_node.get("type") in ("model-fields", "typed-dict") and isinstance(fields, dict):
-            named = list(fields.items())
-        elif fields_node.get("type") == "dataclass-args" and isinstance(fields, list):
-            named = [(str(each.get("name", "?")), each) for each in fields]
-        else:
+        if fields_node.get("type") not in ("model-fields", "typed-dict", "dataclass-args"):
             return  # read by a validator of the caller's first, or a root model
+        named = named_fields(fields_node)
         written = json_schema
         ref = json_schema.get("$ref")
         if isinstance(ref, str) and "properties" not in json_schema:
@@ -547,7 +543,7 @@ class _StableDefaults(GenerateJsonSchema):
         for name, each in named:
             if self._left_out.get(id(each)) is each or not each.get("init", True):
                 continue  # said as `_SkippedRequired`, or never read
-            if self.field_is_required(each, total) and (
+            if self.field_is_required(cast(Any, each), total) and (
                 self._key_of(schema, each, name) not in required
             ):
                 owner = getattr(cls, "__name__", None)
@@ -1218,8 +1214,22 @@ _INLINE_FLAGS = (
 (`re.UNICODE` is a text pattern's own; `re.DEBUG` matches as without it)."""
 _FIELDS = frozenset({"model-field", "dataclass-field", "typed-dict-field"})
 """The core schemas of a field of a model, a dataclass or a TypedDict."""
-_CLASSES = frozenset({"model", "dataclass", "typed-dict"})
-"""The core schemas of a model, a dataclass or a TypedDict, whose `required` is judged."""
+
+
+def named_fields(node: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The fields of a model's, a TypedDict's or a dataclass's core schema of fields, each
+    with its name (a model's are keyed by it, a dataclass's hold it); none for another."""
+    fields = node.get("fields")
+    if node.get("type") in ("model-fields", "typed-dict") and isinstance(fields, dict):
+        return list(fields.items())
+    if node.get("type") == "dataclass-args" and isinstance(fields, list):
+        return [(str(each.get("name", "?")), each) for each in fields]
+    return []
+
+
+CLASS_KINDS = frozenset({"model", "dataclass", "typed-dict"})
+"""The core schemas of a model, a dataclass or a TypedDict: whose `required` is judged, and
+whose configuration holds for the fields within."""
 _SEE_THROUGH = frozenset({"nullable", "default", "function-after", "custom-error"})
 _READ_BY_CODE = frozenset({"function-before", "function-wrap"})
 _UNIONS = frozenset({"union", "nullable", "tagged-union"})
@@ -1814,13 +1824,7 @@ def _read_by_path(core: Any) -> list[tuple[str, str]]:
         if isinstance(node.get("config"), dict):
             config = node["config"]
         owner = getattr(node.get("cls"), "__name__", owner)
-        fields = node.get("fields")
-        if node.get("type") in ("model-fields", "typed-dict") and isinstance(fields, dict):
-            named = list(fields.items())
-        elif node.get("type") == "dataclass-args" and isinstance(fields, list):
-            named = [(field.get("name", "?"), field) for field in fields]
-        else:
-            named = []
+        named = named_fields(node)
         by_name = isinstance(config, dict) and bool(
             config.get("validate_by_name") or config.get("populate_by_name")
         )
