@@ -861,8 +861,7 @@ def response_events(response: ChatResponse, *, chunk: int | None = None) -> Iter
     characters, or in one. For an answer a host sent whole to a streamed call, and for the
     mock providers' streams.
 
-    `chunk` is checked at the call, not at the first event: a size below 1 gave no deltas
-    at all (a stream that silently lost every text) or failed deep in `range`."""
+    `chunk`, a whole number of at least 1, is checked at the call, not at the first event."""
     if chunk is not None:
         if isinstance(chunk, bool) or not isinstance(chunk, numbers.Integral):
             raise TypeError(f"chunk must be a whole number of characters, not {chunk!r}")

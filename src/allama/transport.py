@@ -454,19 +454,24 @@ async def _aread_within(response: httpx2.Response, deadline: _Deadline) -> bytes
     return b"".join([chunk async for chunk in _achunks_within(response, deadline)])
 
 
-def _whole_body(response: httpx2.Response, deadline: _Deadline | None) -> bytes:
-    """The body of an answer whose status just came, read within `deadline` if any."""
+def _whole_body(
+    response: httpx2.Response, built: httpx2.Request, deadline: _Deadline | None
+) -> bytes:
+    """The body of an answer to `built` whose status just came, read within `deadline` if
+    any (its limits are `built`'s, whatever request a client's auth made of it)."""
     if deadline is None:
         return response.read()
-    deadline.answered(response.request)
+    deadline.answered(built)
     return _read_within(response, deadline)
 
 
-async def _awhole_body(response: httpx2.Response, deadline: _Deadline | None) -> bytes:
+async def _awhole_body(
+    response: httpx2.Response, built: httpx2.Request, deadline: _Deadline | None
+) -> bytes:
     """`_whole_body` for an async response."""
     if deadline is None:
         return await response.aread()
-    deadline.answered(response.request)
+    deadline.answered(built)
     return await _aread_within(response, deadline)
 
 
@@ -1306,7 +1311,7 @@ class Transport:
                 response = client.send(built, stream=True, follow_redirects=False)
                 status = response.status_code
                 try:
-                    content = _whole_body(response, deadline)
+                    content = _whole_body(response, built, deadline)
                 except _failures() as exc:
                     return _body_lost(
                         _emptied(response), exc, built, own, self._closed_under(client)
@@ -1318,7 +1323,7 @@ class Transport:
             response.request = built
             status = response.status_code
             try:
-                content = _whole_body(response, deadline)
+                content = _whole_body(response, built, deadline)
             except _failures() as exc:
                 kept = _received(client, response, b"")  # its cookies, as any answer's
                 return _body_lost(kept, exc, built, own, self._closed_under(client))
@@ -1346,7 +1351,7 @@ class Transport:
                 response = await client.send(built, stream=True, follow_redirects=False)
                 status = response.status_code
                 try:
-                    content = await _awhole_body(response, deadline)
+                    content = await _awhole_body(response, built, deadline)
                 except _failures() as exc:
                     return _body_lost(_emptied(response), exc, built, own, client.is_closed)
                 finally:
@@ -1356,7 +1361,7 @@ class Transport:
             response.request = built
             status = response.status_code
             try:
-                content = await _awhole_body(response, deadline)
+                content = await _awhole_body(response, built, deadline)
             except _failures() as exc:
                 kept = _received(client, response, b"")  # its cookies, as any answer's
                 return _body_lost(kept, exc, built, own, client.is_closed)

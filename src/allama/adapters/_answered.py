@@ -34,6 +34,7 @@ __all__ = [
     "missing_words",
     "moved_after_results",
     "said_before_results",
+    "says_nothing",
     "unanswered_calls",
     "unanswered_words",
 ]
@@ -226,12 +227,12 @@ def said_before_results(turn: Sequence[int], messages: Sequence[Message]) -> lis
         if isinstance(message, ToolMessage):
             moved.extend(said)
             said = []
-        elif isinstance(message, UserMessage) and not _says_nothing(message):
+        elif isinstance(message, UserMessage) and not says_nothing(message):
             said.append(index)
     return moved
 
 
-def _says_nothing(message: UserMessage) -> bool:
+def says_nothing(message: UserMessage) -> bool:
     """A user message of no parts but text of whitespace alone (or of no parts at all)."""
     return all(isinstance(part, TextPart) and not part.text.strip() for part in message.content)
 

@@ -23,8 +23,6 @@ __all__ = [
     "ExactNumber",
     "Numbers",
     "arguments_text",
-    "exact_json",
-    "holds_float",
     "json_text",
     "written",
 ]

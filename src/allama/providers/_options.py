@@ -85,7 +85,10 @@ def check_key(value: Any, *, name: str = "api_key") -> None:
     if not value.strip():
         # An empty key given (`api_key=os.getenv("X", "")`) would switch the environment's
         # off, and the first call say none was set.
-        raise ValueError(f"{name} is empty; leave it out to use the key from the environment")
+        raise ValueError(
+            f"{name} is empty; leave it out"
+            + (" to use the key from the environment" if name == "api_key" else "")
+        )
     fault = key_fault(value)
     if fault == "around":
         raise ValueError(

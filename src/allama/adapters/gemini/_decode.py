@@ -1029,8 +1029,8 @@ def decode_payload(
     unread = chunk.logprobs is not None and logprobs is None
     # No tokens (`chosenCandidates` empty, or left out as proto3 JSON leaves an empty list
     # out, beside a `logProbabilitySum` alone): nothing written, none to read.
-    written = not (isinstance(chunk.logprobs, dict) and not chunk.logprobs.get("chosenCandidates"))
-    if unread and written:
+    tokens = not (isinstance(chunk.logprobs, dict) and not chunk.logprobs.get("chosenCandidates"))
+    if unread and tokens:
         warnings = (
             *warnings,
             Warning.unsupported(

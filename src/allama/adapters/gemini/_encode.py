@@ -53,13 +53,13 @@ from typing import Any
 
 from allama._degradations import FORMAT_NOT_SENT, Degradations, gives_tools, stops_first
 from allama.adapters._answered import (
-    _says_nothing,
     due_before,
     extra_result,
     extra_words,
     missing_words,
     moved_after_results,
     said_before_results,
+    says_nothing,
 )
 from allama.adapters._arguments import call_arguments
 from allama.adapters._http import (
@@ -206,7 +206,7 @@ class _Encoder:
                 continue
             if role == "user":
                 after = index if after is None else after
-                if said is None and isinstance(message, UserMessage) and not _says_nothing(message):
+                if said is None and isinstance(message, UserMessage) and not says_nothing(message):
                     said = index
                 merged.append(index)
                 if isinstance(message, ToolMessage):
