@@ -1313,3 +1313,19 @@ def test_recorded_error_maps_to_its_class(case: Case) -> None:
 def test_the_replay_reads_only_the_native_chat_endpoint() -> None:
     for case in CASES:
         assert case.data["endpoint"].endswith(CHAT_PATH), case.key
+
+
+@pytest.mark.parametrize("how", ["chat", "stream"])
+def test_an_error_in_a_200_from_ollamas_cloud_names_no_local_remedy(how: str) -> None:
+    """An error object in a 200 body, or a stream's error line, from Ollama's cloud: said as
+    it came, as its 404 is (no `ollama pull`, which the cloud does not read)."""
+    message = "model 'gpt-oss:12b' not found"
+    target, _ = provider("ollama", (200, {"error": message}), base_url="https://ollama.com")
+    request = ChatRequest("gpt-oss:12b").user("Hi")
+    with pytest.raises(NotFoundError) as caught:
+        if how == "chat":
+            target.chat(request)
+        else:
+            with target.chat_stream(request) as stream:
+                stream.response()
+    assert caught.value.message == message

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, cast
 
-from allama.adapters._adapter import PackageAdapter, table_for
+from allama.adapters._adapter import PackageAdapter, StreamDecoder, table_for
 from allama.adapters.ollama._capabilities import CAPABILITY_TABLES, OllamaTable
 from allama.adapters.ollama._profile import OllamaProfile
 
@@ -40,15 +40,16 @@ class OllamaChatAdapter(PackageAdapter):
         model: str,
         warnings: Sequence[Warning],
     ) -> ChatResponse:
-        if response.status >= 400:
-            raise self.error(
-                response.status,
-                response.headers,
-                response.content,
-                provider=provider,
-                model=model,
-            )
-        return super().decode(response, provider=provider, model=model, warnings=warnings)
+        decoded: ChatResponse = self._part("_decode", "decode_response")(
+            response.status,
+            response.headers,
+            response.content,
+            provider=provider,
+            model=model,
+            warnings=warnings,
+            cloud=self.profile.cloud,
+        )
+        return decoded
 
     def error(
         self,
@@ -63,6 +64,13 @@ class OllamaChatAdapter(PackageAdapter):
             status, headers, body, provider=provider, model=model, cloud=self.profile.cloud
         )
         return error
+
+    def stream_decoder(self, *, provider: str, model: str) -> StreamDecoder:
+        module, _, name = self.stream_decoder_class.partition(":")
+        decoder: StreamDecoder = self._part(module, name)(
+            provider=provider, model=model, cloud=self.profile.cloud
+        )
+        return decoder
 
 
 def make_adapter(preset_name: str, profile: object, capabilities: object) -> OllamaChatAdapter:

@@ -359,8 +359,10 @@ def decode_body(
     provider: str | None = None,
     model: str | None = None,
     warnings: Sequence[Warning] = (),
+    cloud: bool = False,
 ) -> ChatResponse:
-    """A successful (2xx) body as a `ChatResponse`; an error object in it raises that error."""
+    """A successful (2xx) body as a `ChatResponse`; an error object in it raises that error
+    (`cloud`: the server is Ollama's cloud, where a local remedy does nothing)."""
     try:
         payload, halves = read_storable_json(body)
     except ValueError:
@@ -370,7 +372,7 @@ def decode_body(
     if not isinstance(payload, dict):
         raise not_a_response(body, "it is not a JSON object", provider=provider, model=model)
     if is_error_object(payload):
-        raise error_from_payload(payload, provider=provider, model=model)
+        raise error_from_payload(payload, provider=provider, model=model, cloud=cloud)
     if not is_response_object(payload):
         raise not_a_response(body, NO_RESPONSE_FIELDS, provider=provider, model=model)
     numbers = Numbers(payload, body, halves=halves)
@@ -395,8 +397,12 @@ def decode_response(
     provider: str | None = None,
     model: str | None = None,
     warnings: Sequence[Warning] = (),
+    cloud: bool = False,
 ) -> ChatResponse:
-    """An HTTP response as a `ChatResponse`; raises the `allama.Error` of an error response."""
+    """An HTTP response as a `ChatResponse`; raises the `allama.Error` of an error response
+    (`cloud` as for `decode_body`)."""
     if status >= 400:
-        raise error_from_response(status, headers, content, provider=provider, model=model)
-    return decode_body(content, provider=provider, model=model, warnings=warnings)
+        raise error_from_response(
+            status, headers, content, provider=provider, model=model, cloud=cloud
+        )
+    return decode_body(content, provider=provider, model=model, warnings=warnings, cloud=cloud)

@@ -100,9 +100,13 @@ class OllamaStreamDecoder:
     were yielded. `done` turns true after the `done: true` line.
     """
 
-    def __init__(self, *, provider: str | None = None, model: str | None = None) -> None:
+    def __init__(
+        self, *, provider: str | None = None, model: str | None = None, cloud: bool = False
+    ) -> None:
         self._provider = provider
         self._model = model
+        self._cloud = cloud
+        """Whether the server is Ollama's cloud: an error line's local remedy is left out."""
         self._buffer = bytearray()
         self._scanned = 0
         self._sink = _Events()
@@ -160,7 +164,9 @@ class OllamaStreamDecoder:
             raise StreamDecodeError("a stream line is not a JSON object").mark_authored()
         self._layout.numbers = Numbers(payload, line)  # a call's numbers as written
         if is_error_object(payload):
-            raise error_from_payload(payload, provider=self._provider, model=self._model)
+            raise error_from_payload(
+                payload, provider=self._provider, model=self._model, cloud=self._cloud
+            )
         if not self._started and not is_response_object(payload):
             # Another API's answer (a chat completion, say) is no empty one: as its body is.
             raise not_a_response(
