@@ -7,7 +7,10 @@ The body reader (`read_json`) reads every number into a float, which keeps 17 di
 `0.0` and `1e999` as `Infinity` (no JSON number), where the same call streamed as text
 keeps what the model wrote. So an arguments object that holds a float is read again from
 the text it came in (`Numbers`), each number kept as written (`ExactNumber`): only then,
-since the body reader is on every call's path and most arguments hold no float.
+since the body reader is on every call's path and most arguments hold no float. Whole
+bodies, and Gemini's and Ollama's streams, are read so; an Anthropic stream's arguments
+come as text already (`input_json_delta`), but an object its `content_block_start` gives
+whole, and a Responses stream's server object, are still written from floats.
 """
 
 from __future__ import annotations
