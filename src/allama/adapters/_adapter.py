@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterator, Mapping, Sequence
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from allama.adapters._http import HttpRequest, HttpResponse
@@ -127,6 +128,9 @@ def load_adapter(dialect: str) -> AdapterFactory:
 
 
 _PARTS: dict[tuple[str, str, str], Any] = {}
+
+_NOTHING_MORE: Mapping[str, Any] = MappingProxyType({})
+"""`PackageAdapter._reading`'s default: no keyword beside the provider and the model."""
 """The functions and classes of dialect packages, once imported: looked up on every call."""
 
 
@@ -159,6 +163,12 @@ class PackageAdapter:
 
     def path(self, model: str, *, stream: bool) -> tuple[str, Mapping[str, str]]:
         raise NotImplementedError
+
+    def _reading(self) -> Mapping[str, Any]:
+        """Keyword arguments the package's readers of answers (its body, error and stream
+        decoders) take beside the provider and the model: what its profile says of the
+        server that answers (Ollama's: whether it is the cloud). None by default."""
+        return _NOTHING_MORE
 
     def _part(self, module: str, name: str) -> Any:
         key = (self.package, module, name)
@@ -204,6 +214,7 @@ class PackageAdapter:
             provider=provider,
             model=model,
             warnings=warnings,
+            **self._reading(),
         )
         return decoded
 
@@ -217,13 +228,15 @@ class PackageAdapter:
         model: str,
     ) -> Error:
         error: Error = self._part("_errors", "error_from_response")(
-            status, headers, body, provider=provider, model=model
+            status, headers, body, provider=provider, model=model, **self._reading()
         )
         return error
 
     def stream_decoder(self, *, provider: str, model: str) -> StreamDecoder:
         module, _, name = self.stream_decoder_class.partition(":")
-        decoder: StreamDecoder = self._part(module, name)(provider=provider, model=model)
+        decoder: StreamDecoder = self._part(module, name)(
+            provider=provider, model=model, **self._reading()
+        )
         return decoder
 
 

@@ -3,17 +3,12 @@ the encoder, the decoders and the error mapping of this package (loaded on first
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, cast
+from collections.abc import Mapping
+from typing import Any, cast
 
-from allama.adapters._adapter import PackageAdapter, StreamDecoder, table_for
+from allama.adapters._adapter import PackageAdapter, table_for
 from allama.adapters.ollama._capabilities import CAPABILITY_TABLES, OllamaTable
 from allama.adapters.ollama._profile import OllamaProfile
-
-if TYPE_CHECKING:
-    from allama.adapters._http import HttpResponse
-    from allama.errors import Error
-    from allama.types import ChatResponse, Warning
 
 __all__ = ["OllamaChatAdapter", "make_adapter"]
 
@@ -32,45 +27,8 @@ class OllamaChatAdapter(PackageAdapter):
     def path(self, model: str, *, stream: bool) -> tuple[str, Mapping[str, str]]:
         return "/api/chat", {}
 
-    def decode(
-        self,
-        response: HttpResponse,
-        *,
-        provider: str,
-        model: str,
-        warnings: Sequence[Warning],
-    ) -> ChatResponse:
-        decoded: ChatResponse = self._part("_decode", "decode_response")(
-            response.status,
-            response.headers,
-            response.content,
-            provider=provider,
-            model=model,
-            warnings=warnings,
-            cloud=self.profile.cloud,
-        )
-        return decoded
-
-    def error(
-        self,
-        status: int,
-        headers: Mapping[str, str],
-        body: bytes,
-        *,
-        provider: str,
-        model: str,
-    ) -> Error:
-        error: Error = self._part("_errors", "error_from_response")(
-            status, headers, body, provider=provider, model=model, cloud=self.profile.cloud
-        )
-        return error
-
-    def stream_decoder(self, *, provider: str, model: str) -> StreamDecoder:
-        module, _, name = self.stream_decoder_class.partition(":")
-        decoder: StreamDecoder = self._part(module, name)(
-            provider=provider, model=model, cloud=self.profile.cloud
-        )
-        return decoder
+    def _reading(self) -> Mapping[str, Any]:
+        return {"cloud": self.profile.cloud}
 
 
 def make_adapter(preset_name: str, profile: object, capabilities: object) -> OllamaChatAdapter:
