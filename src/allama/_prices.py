@@ -674,16 +674,16 @@ def _price_charge(
     snapshot = genai_prices.data_snapshot.get_snapshot()
     if snapshot.from_auto_update:  # `UpdatePrices` fetched newer prices than the package's
         label += f" (prices of {snapshot.timestamp:%Y-%m-%d})"
-    threshold = _long_context_start(gp_model, when, context)
+    model_price = gp_model.get_prices(when, context)
+    threshold = _long_context_start(model_price, gp_model.id)
     if threshold is not None and (usage.input_tokens or 0) > threshold:
         if passes is not None:
-            model_price = gp_model.get_prices(when, context)
             by_pass = _by_pass(genai_prices, model_price, usage, extras, passes, threshold, ref)
             if isinstance(by_pass, str):
                 return by_pass
             return replace(by_pass, source=f"{label}, {ref}", batch=batch), ref, label
         reason = _long_context_unknown(
-            usage, extras, gp_model, when, context, threshold, version, ref
+            usage, extras, gp_model.id, _tiered(model_price), threshold, version, ref
         )
         if reason:
             return reason
@@ -692,7 +692,7 @@ def _price_charge(
         and not total_reported
         and gp_provider.id == "x-ai"
         and _XAI_LONG_CONTEXT_TIERED.match(gp_model.id)
-        and not _tiered(gp_model, when, context)
+        and not _tiered(model_price)
     ):
         return (
             f"{usage.input_tokens} input tokens are over {_XAI_LONG_CONTEXT:,}, billed at the "
@@ -711,7 +711,9 @@ def _price_charge(
         flat = (
             _batch_flat(genai_prices, gp_model, when)
             if batch and any(gp_model is model for model in gp_provider.models)
-            else _flat(genai_prices, gp_model.get_prices(when, None))
+            else _flat(
+                genai_prices, model_price if context is None else gp_model.get_prices(when, None)
+            )
         )
         if flat is not None:
             return _flat_cost(flat, tokens, f"{label}, {ref}", batch), ref, label
@@ -726,7 +728,6 @@ def _price_charge(
             **extras,
         )
         if extras:
-            model_price = gp_model.get_prices(when, context)
             audio_as_text = gp_provider.id in AUDIO_AS_TEXT
             unpriced = _unpriced(model_price, extras, audio_as_text=audio_as_text)
             if unpriced:
@@ -829,31 +830,24 @@ billed at long-context rates above `_LONG_CONTEXT` input tokens (their 1M contex
 whether or not their prices hold that tier: where they hold none, no cost (rather than the
 standard rates of a long request)."""
 
-_CLAUDE = re.compile(r"claude")
-"""genai-prices' ids of Anthropic's models (on any provider): a call of one that ran
-server tools (web searches) sums its sampling passes' input, each billed by its own size."""
 
-
-def _long_context_start(
-    gp_model: Any, when: datetime, context: Mapping[str, str] | None
-) -> int | None:
-    """The input tokens above which `gp_model` is billed at other rates, as its prices'
-    tiers start (the lowest; Claude Haiku 5.5's at 100,000, Sonnet 4.5's at 200,000), or
-    `_LONG_CONTEXT` for a model Anthropic bills so whose prices lack the tier; `None` for
-    one priced flat across its context window."""
-    prices = vars(gp_model.get_prices(when, context)).values()
+def _long_context_start(model_price: Any, model_id: str) -> int | None:
+    """The input tokens above which the model `model_id`, priced at `model_price`, is
+    billed at other rates, as its prices' tiers start (the lowest; Claude Haiku 5.5's at
+    100,000, Sonnet 4.5's at 200,000), or `_LONG_CONTEXT` for a model Anthropic bills so
+    whose prices lack the tier; `None` for one priced flat across its context window."""
+    prices = vars(model_price).values()
     starts: list[int] = [tier.start for price in prices for tier in getattr(price, "tiers", ())]
     if starts:
         return min(starts)
-    return _LONG_CONTEXT if _LONG_CONTEXT_TIERED.search(gp_model.id) else None
+    return _LONG_CONTEXT if _LONG_CONTEXT_TIERED.search(model_id) else None
 
 
 def _long_context_unknown(
     usage: Usage,
     extras: Mapping[str, int],
-    gp_model: Any,
-    when: datetime,
-    context: Mapping[str, str] | None,
+    model_id: str,
+    tiered: bool,
     threshold: int,
     version: str,
     ref: str,
@@ -869,14 +863,14 @@ def _long_context_unknown(
     of a single request over it.
     """
     searches = extras.get("web_searches", 0)
-    if searches > 0 and _CLAUDE.search(gp_model.id):
+    if searches > 0 and "claude" in model_id:
         return (
             f"its {usage.input_tokens} input tokens are summed over the sampling passes of a "
             f"server tool loop ({searches} web searches), and a pass is billed at the model's "
             f"long-context rates only where its own input is over {threshold:,}: the "
             f"passes' sizes are unknown ({ref})"
         )
-    if not _tiered(gp_model, when, context):
+    if not tiered:
         return (
             f"{usage.input_tokens} input tokens are over {threshold:,}, billed at the "
             f"model's long-context rates, which genai-prices {version} does not hold for {ref}"
@@ -884,10 +878,9 @@ def _long_context_unknown(
     return ""
 
 
-def _tiered(gp_model: Any, when: datetime, context: Mapping[str, str] | None) -> bool:
-    """Whether the prices genai-prices holds for `gp_model` have tiers by input size."""
-    prices = vars(gp_model.get_prices(when, context)).values()
-    return any(hasattr(price, "tiers") for price in prices)
+def _tiered(model_price: Any) -> bool:
+    """Whether a model's prices (genai-prices') have tiers by input size."""
+    return any(hasattr(price, "tiers") for price in vars(model_price).values())
 
 
 _XAI_LONG_CONTEXT = 128_000
